@@ -1,0 +1,76 @@
+import { z } from 'zod'
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'expected true or false' })
+  .transform(v => v === 'true' || v === '1' || v === 'yes')
+
+const positiveInt = (fallback: number) =>
+  z.coerce.number({ message: 'expected a positive integer' }).int('expected a positive integer').positive('expected a positive integer').default(fallback)
+
+const nonNegativeInt = (fallback: number) =>
+  z.coerce.number({ message: 'expected a non-negative integer' }).int('expected a non-negative integer').min(0, 'expected a non-negative integer').default(fallback)
+
+const url = z.url({ message: 'expected a URL' })
+
+/** Every environment variable the functions read, with its default. README's configuration reference mirrors this. */
+export const configSchema = z.object({
+  DATABASE_URL: url,
+  SIGNAL_QUEUE_URL: url,
+  AWS_REGION: z.string().min(1).default('us-east-1'),
+  PUSHGATEWAY_URL: url.optional(),
+  PUSHGATEWAY_TIMEOUT_MS: positiveInt(2_000),
+  /** Grouping-key value for this execution environment's counters; Lambda's log stream name is unique per environment. */
+  METRICS_INSTANCE: z.string().min(1).optional(),
+  AWS_LAMBDA_LOG_STREAM_NAME: z.string().optional(),
+  METRICS_STALE_GROUP_SECONDS: positiveInt(900),
+  CLOUDWATCH_METRICS: bool.default(false),
+  CLOUDWATCH_NAMESPACE: z.string().min(1).default('Contember/Actions'),
+  DB_POOL_MAX: positiveInt(10),
+  /** Batches in flight at once within one dispatch invocation. */
+  DISPATCH_CONCURRENCY: positiveInt(8),
+  /** Stop draining when less than (next target's timeout + this margin) remains of the invocation. */
+  DISPATCH_TIME_MARGIN_MS: nonNegativeInt(5_000),
+  /** A claim lease lasts the target's timeout plus this margin. */
+  LEASE_MARGIN_MS: positiveInt(30_000),
+  /** How many dispatch invocations may run at once (the SQS event source's maximumConcurrency). */
+  DISPATCH_MAX_CONCURRENCY: positiveInt(4),
+  /** Due events per extra signal the sweeper sends for one project. */
+  SWEEPER_EVENTS_PER_SIGNAL: positiveInt(500),
+  RETENTION_DAYS: positiveInt(7),
+  RETENTION_INCLUDE_FAILED: bool.default(false),
+  RETENTION_BATCH_SIZE: positiveInt(5_000),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+})
+
+export type Config = z.infer<typeof configSchema>
+
+/** Thrown when the environment does not describe a runnable configuration. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map(p => `  - ${p}`).join('\n')}`)
+  }
+}
+
+/** Describes zod issues as `path: message` lines; never quotes the offending value. */
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
+  return issues.map(issue => {
+    const path = issue.path.map(String).join('.')
+    const message = issue.code === 'invalid_type' && issue.message.includes('received undefined') ? 'required' : issue.message
+    return path ? `${path}: ${message}` : message
+  })
+}
+
+/** Validates the environment once; the error lists every problem. Values never appear in the message. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse(withoutEmpty(env))
+  if (!parsed.success) throw new ConfigError(describeIssues(parsed.error.issues))
+  return parsed.data
+}
+
+// An exported-but-empty variable means "unset", as shells and serverless parameters produce them.
+function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') out[k] = v
+  return out
+}

@@ -1,0 +1,36 @@
+import type { ActionsSchema } from '../schema/actions.js'
+import { parseActionsSchema } from '../schema/actions.js'
+import type { Queryable } from './pool.js'
+
+export type StoredSchema = { version: number; schema: ActionsSchema }
+
+/** The project's current actions schema (highest version), or undefined for an unknown project. */
+export async function getCurrentSchema(db: Queryable, project: string): Promise<StoredSchema | undefined> {
+  const { rows } = await db.query<{ version: number; schema: unknown }>(
+    'SELECT version, schema FROM actions_schema WHERE project = $1 ORDER BY version DESC LIMIT 1',
+    [project],
+  )
+  const row = rows[0]
+  // Stored versions were validated on the way in; parsing again applies the same types on the way out.
+  return row && { version: row.version, schema: parseActionsSchema(row.schema) }
+}
+
+/** Validates and stores a new version of the project's actions schema; returns its version number. */
+export async function storeSchema(db: Queryable, project: string, input: unknown): Promise<number> {
+  const schema = parseActionsSchema(input)
+  const { rows } = await db.query<{ version: number }>(
+    `INSERT INTO actions_schema (project, version, schema)
+     SELECT $1, coalesce(max(version), 0) + 1, $2::jsonb FROM actions_schema WHERE project = $1
+     RETURNING version`,
+    [project, JSON.stringify(schema)],
+  )
+  const row = rows[0]
+  if (!row) throw new Error('storing the schema returned no version')
+  return row.version
+}
+
+/** Projects that have an actions schema. */
+export async function listProjects(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ project: string }>('SELECT DISTINCT project FROM actions_schema ORDER BY project')
+  return rows.map(r => r.project)
+}

@@ -1,0 +1,27 @@
+import type { Queryable } from './pool.js'
+import { withTransaction } from './pool.js'
+import type pg from 'pg'
+
+/** Upstream's variable-setting modes: MERGE overwrites the given names, SET replaces all, APPEND_ONLY_MISSING adds new names only. */
+export type VariablesMode = 'merge' | 'set' | 'append-only-missing'
+
+/** The project's variables as a name → value map. Values are secrets: callers never log them. */
+export async function fetchVariables(db: Queryable, project: string): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ name: string; value: string }>('SELECT name, value FROM actions_variable WHERE project = $1', [project])
+  return new Map(rows.map(r => [r.name, r.value]))
+}
+
+/** Writes variables in one transaction according to `mode`. */
+export async function setVariables(pool: pg.Pool, project: string, vars: Record<string, string>, mode: VariablesMode): Promise<void> {
+  const names = Object.keys(vars)
+  const values = names.map(n => vars[n] ?? '')
+  await withTransaction(pool, async client => {
+    if (mode === 'set') await client.query('DELETE FROM actions_variable WHERE project = $1', [project])
+    await client.query(
+      `INSERT INTO actions_variable (project, name, value)
+       SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS t(n, v)
+       ON CONFLICT (project, name) DO ${mode === 'append-only-missing' ? 'NOTHING' : 'UPDATE SET value = excluded.value'}`,
+      [project, names, values],
+    )
+  })
+}

@@ -1,0 +1,48 @@
+/** Structured JSON logging, one line per record. Callers pass names and ids, never URLs, headers or variable values. */
+export type Level = 'debug' | 'info' | 'warn' | 'error'
+export type Fields = Record<string, unknown>
+
+export interface Logger {
+  debug(msg: string, fields?: Fields): void
+  info(msg: string, fields?: Fields): void
+  warn(msg: string, fields?: Fields): void
+  error(msg: string, fields?: Fields): void
+  child(fields: Fields): Logger
+}
+
+const rank: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 }
+
+/** Where lines go; tests swap it to capture every line written. */
+export type Sink = (line: string) => void
+
+let sink: Sink = line => process.stdout.write(line + '\n')
+
+/** Replaces the process-wide sink and returns the previous one. */
+export function setLogSink(next: Sink): Sink {
+  const prev = sink
+  sink = next
+  return prev
+}
+
+/** Creates a logger that writes records at or above `level`. */
+export function createLogger(level: Level = 'info', base: Fields = {}): Logger {
+  const write = (lvl: Level, msg: string, fields?: Fields) => {
+    if (rank[lvl] < rank[level]) return
+    sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer))
+  }
+  return {
+    debug: (m, f) => write('debug', m, f),
+    info: (m, f) => write('info', m, f),
+    warn: (m, f) => write('warn', m, f),
+    error: (m, f) => write('error', m, f),
+    child: fields => createLogger(level, { ...base, ...fields }),
+  }
+}
+
+// Errors serialize to their name, message and cause chain; callers make sure such messages are secret-free.
+function errorReplacer(_key: string, value: unknown): unknown {
+  if (value instanceof Error) {
+    return { name: value.name, message: value.message, ...(value.cause !== undefined ? { cause: value.cause } : {}) }
+  }
+  return value
+}

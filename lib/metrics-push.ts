@@ -1,0 +1,71 @@
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
+import type { Registry } from 'prom-client'
+import type { Config } from './config.js'
+import type { Logger } from './log.js'
+import { COUNTERS_JOB, type Metrics } from './metrics.js'
+
+/** A grouping-key value unique to this execution environment: Lambda's log stream name, else host, pid and a nonce. */
+export function environmentInstance(config: Pick<Config, 'METRICS_INSTANCE' | 'AWS_LAMBDA_LOG_STREAM_NAME'>): string {
+  return config.METRICS_INSTANCE ?? config.AWS_LAMBDA_LOG_STREAM_NAME ?? `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`
+}
+
+/** The Pushgateway path of a group; values are base64url-encoded so `/`, `[` and `$` in log stream names survive. */
+export function groupPath(labels: Record<string, string>): string {
+  return Object.entries(labels)
+    .map(([k, v]) => `/${k}@base64/${Buffer.from(v).toString('base64url') || '='}`)
+    .join('')
+}
+
+/** Thrown when the Pushgateway refuses or does not answer in time. */
+export class PushError extends Error {
+  override name = 'PushError'
+}
+
+/** Sends a registry to a group: `replace` (PUT) drops the group's other metrics, otherwise POST replaces same-named ones. */
+export async function pushRegistry(baseUrl: string, registry: Registry, labels: Record<string, string>, opts: { replace: boolean; timeoutMs: number }): Promise<void> {
+  const body = await registry.metrics()
+  let res: Response
+  try {
+    res = await fetch(baseUrl.replace(/\/$/, '') + '/metrics' + groupPath(labels), {
+      method: opts.replace ? 'PUT' : 'POST',
+      headers: { 'Content-Type': registry.contentType },
+      body,
+      signal: AbortSignal.timeout(opts.timeoutMs),
+    })
+  } catch (cause) {
+    throw new PushError(`Pushgateway did not answer: ${cause instanceof Error ? cause.name : 'error'}`)
+  }
+  if (!res.ok) {
+    // The Pushgateway's answer names the offending metric, which helps and holds no secret.
+    throw new PushError(`Pushgateway answered ${res.status}: ${(await res.text()).slice(0, 300)}`)
+  }
+}
+
+/** Deletes one group (the sweeper's stale-group cleanup). */
+export async function deleteGroup(baseUrl: string, labels: Record<string, string>, timeoutMs: number): Promise<void> {
+  const res = await fetch(baseUrl.replace(/\/$/, '') + '/metrics' + groupPath(labels), { method: 'DELETE', signal: AbortSignal.timeout(timeoutMs) })
+  if (!res.ok && res.status !== 404) throw new PushError(`Pushgateway answered ${res.status} to a delete`)
+}
+
+export type CounterPusher = { push(): Promise<void>; instance: string }
+
+/**
+ * Pushes this environment's cumulative counters under its own grouping key (pushAdd), so concurrent
+ * environments never overwrite each other. A failure is logged and counted, never thrown.
+ */
+export function createCounterPusher(config: Config, metrics: Metrics, log: Logger): CounterPusher {
+  const instance = environmentInstance(config)
+  return {
+    instance,
+    push: async () => {
+      if (!config.PUSHGATEWAY_URL) return
+      try {
+        await pushRegistry(config.PUSHGATEWAY_URL, metrics.registry, { job: COUNTERS_JOB, instance }, { replace: false, timeoutMs: config.PUSHGATEWAY_TIMEOUT_MS })
+      } catch (error) {
+        metrics.pushFailures.inc()
+        log.warn('Could not push metrics to the Pushgateway', { error })
+      }
+    },
+  }
+}

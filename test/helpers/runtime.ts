@@ -1,0 +1,42 @@
+import { loadConfig } from '../../lib/config.js'
+import { closeDeps, createDeps } from '../../lib/deps.js'
+import type { Runtime } from '../../lib/lambda.js'
+import { createCounterPusher } from '../../lib/metrics-push.js'
+import { setLogSink } from '../../lib/log.js'
+import { freshDatabase } from './db.js'
+import { startQueue, type TestQueue } from './sqs.js'
+
+export type TestEnv = {
+  runtime: Runtime
+  queue: TestQueue
+  db: Awaited<ReturnType<typeof freshDatabase>>
+  close(): Promise<void>
+}
+
+/** A runtime over a fresh database and an in-process queue, built exactly as a cold start builds it. */
+export async function testEnv(env: Record<string, string> = {}): Promise<TestEnv> {
+  const db = await freshDatabase()
+  const queue = await startQueue()
+  const config = loadConfig({ DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, LOG_LEVEL: 'debug', ...env })
+  const deps = createDeps(config, { sqs: queue.client })
+  const runtime = { deps, pusher: createCounterPusher(config, deps.metrics, deps.log) }
+  return {
+    runtime, queue, db,
+    close: async () => {
+      await closeDeps(deps)
+      await queue.stop()
+      await db.drop()
+    },
+  }
+}
+
+/** Captures every log line written until `restore()`; lines are parsed JSON records. */
+export function captureLogs(): { lines: string[]; records(): Array<Record<string, unknown>>; restore(): void } {
+  const lines: string[] = []
+  const prev = setLogSink(line => { lines.push(line) })
+  return {
+    lines,
+    records: () => lines.map(l => JSON.parse(l) as Record<string, unknown>),
+    restore: () => { setLogSink(prev) },
+  }
+}
