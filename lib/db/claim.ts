@@ -1,0 +1,89 @@
+import type { Queryable } from './pool.js'
+import type { EventRow } from './events.js'
+
+/** What the claim needs to know of each target the schema defines. */
+export type TargetClaimConfig = { name: string; batchSize: number; leaseMs: number }
+
+/** Events of one target claimed together, most urgent first; `lease` fences the recording of their outcomes. */
+export type ClaimedBatch = { target: string; events: EventRow[] }
+
+export type ClaimResult = {
+  batches: ClaimedBatch[]
+  /** Events whose target is not in the schema: already failed terminally by the claim, never attempted. */
+  unknownTarget: EventRow[]
+}
+
+const EVENT_COLUMNS = `e.id, e.project, e.transaction_id, e.created_at, e.resolved_at, e.visible_at, e.num_retries, e.state,
+  e.last_state_change, e.stage, e.schema_version, e.target, e.trigger, e.priority, e.payload, e.identity_id, e.ip_address, e.user_agent`
+
+/**
+ * Claims up to `maxBatches` batches of a project's due events in one statement, as if taken one by one:
+ * the most urgent due event (priority desc, then due time) plus up to batchSize − 1 more due events of
+ * the same target, then the most urgent event left, and so on. Rows are locked with SKIP LOCKED so
+ * concurrent dispatchers never claim the same event, and the statement commits on its own, so no lock
+ * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond,
+ * so the value read back is an exact fencing token). Due events of targets missing from the schema are
+ * failed terminally in the same statement.
+ */
+export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number): Promise<ClaimResult> {
+  const window = maxBatches * Math.max(1, ...targets.map(t => t.batchSize))
+  const { rows } = await db.query<EventRow & { first_pos: string | null; pos: string }>(
+    `WITH cfg AS (
+       SELECT * FROM unnest($2::text[], $3::int[], $4::int[]) AS c(target, batch_size, lease_ms)
+     ),
+     candidates AS (
+       SELECT id, target, priority, visible_at
+       FROM actions_event
+       WHERE project = $1 AND state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+       ORDER BY priority DESC, visible_at
+       LIMIT $5
+       FOR NO KEY UPDATE SKIP LOCKED
+     ),
+     ranked AS (
+       SELECT c.id, c.target, cfg.batch_size, cfg.lease_ms,
+              row_number() OVER (ORDER BY c.priority DESC, c.visible_at, c.id) AS pos,
+              (row_number() OVER (PARTITION BY c.target ORDER BY c.priority DESC, c.visible_at, c.id) - 1) / coalesce(cfg.batch_size, 1) AS chunk
+       FROM candidates c LEFT JOIN cfg ON cfg.target = c.target
+     ),
+     batches AS (
+       SELECT target, chunk, min(pos) AS first_pos
+       FROM ranked WHERE batch_size IS NOT NULL
+       GROUP BY target, chunk
+       ORDER BY min(pos)
+       LIMIT $6
+     ),
+     picked AS (
+       SELECT r.id, r.pos, r.lease_ms, b.first_pos FROM ranked r JOIN batches b USING (target, chunk)
+       UNION ALL
+       SELECT r.id, r.pos, NULL, NULL FROM ranked r WHERE r.batch_size IS NULL
+     )
+     UPDATE actions_event e SET
+       state = CASE WHEN p.first_pos IS NULL THEN 'failed' ELSE 'processing' END::actions_event_state,
+       visible_at = CASE WHEN p.first_pos IS NULL THEN e.visible_at
+                         ELSE date_trunc('milliseconds', now() + p.lease_ms * interval '1 millisecond') END,
+       resolved_at = CASE WHEN p.first_pos IS NULL THEN now() ELSE e.resolved_at END,
+       log = CASE WHEN p.first_pos IS NULL
+                  THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'Target ' || e.target || ' not found', 'durationMs', 0))
+                  ELSE e.log END,
+       last_state_change = now()
+     FROM picked p
+     WHERE e.id = p.id
+     RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos`,
+    [project, targets.map(t => t.name), targets.map(t => t.batchSize), targets.map(t => t.leaseMs), window, maxBatches],
+  )
+  const unknownTarget: EventRow[] = []
+  const byBatch = new Map<string, { target: string; first: number; events: Array<{ pos: number; row: EventRow }> }>()
+  for (const { first_pos, pos, ...row } of rows) {
+    if (first_pos === null) {
+      unknownTarget.push(row)
+      continue
+    }
+    let batch = byBatch.get(first_pos)
+    if (!batch) byBatch.set(first_pos, batch = { target: row.target, first: Number(first_pos), events: [] })
+    batch.events.push({ pos: Number(pos), row })
+  }
+  const batches = [...byBatch.values()]
+    .sort((a, b) => a.first - b.first)
+    .map(b => ({ target: b.target, events: b.events.sort((x, y) => x.pos - y.pos).map(x => x.row) }))
+  return { batches, unknownTarget }
+}

@@ -1,0 +1,65 @@
+import type { Outcome } from '../delivery/response.js'
+import type { Queryable } from './pool.js'
+
+/** One attempt's outcome for one claimed event, with what the retry rule needs. */
+export type AttemptRecord = {
+  id: string
+  /** The `visible_at` the claim set; an event re-claimed by another dispatcher since then is not touched. */
+  lease: Date
+  outcome: Outcome
+  durationMs: number
+  maxAttempts: number
+  initialRepeatIntervalMs: number
+}
+
+export type RecordedRow = { id: string; state: 'succeed' | 'retrying' | 'failed'; num_retries: number; target: string; trigger: string }
+
+// Caps the backoff at about 100 years, so a large maxAttempts cannot overflow the interval type.
+const MAX_BACKOFF_MS = 3.15e12
+
+/**
+ * Records many attempts in one statement: success → `succeed`; failure → `retrying` at
+ * initialRepeatIntervalMs · 2^(attempt − 1) later by the database clock, or `failed` once the event has
+ * had maxAttempts attempts. Every failed attempt appends its log entry. Returns the rows it changed.
+ */
+export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[]): Promise<RecordedRow[]> {
+  if (records.length === 0) return []
+  const { rows } = await db.query<RecordedRow>(
+    `UPDATE actions_event e SET
+       num_retries = e.num_retries + 1,
+       state = CASE WHEN u.ok THEN 'succeed'
+                    WHEN e.num_retries + 1 >= u.max_attempts THEN 'failed'
+                    ELSE 'retrying' END::actions_event_state,
+       visible_at = CASE WHEN NOT u.ok AND e.num_retries + 1 < u.max_attempts
+                         THEN now() + least(u.interval_ms * power(2, e.num_retries), $7) * interval '1 millisecond'
+                         ELSE e.visible_at END,
+       resolved_at = CASE WHEN u.ok OR e.num_retries + 1 >= u.max_attempts THEN now() END,
+       log = CASE WHEN u.ok THEN e.log ELSE e.log || jsonb_build_array(u.entry) END,
+       last_state_change = now()
+     FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[], $4::jsonb[], $5::int[], $6::int[])
+          AS u(id, lease, ok, entry, max_attempts, interval_ms)
+     WHERE e.id = u.id AND e.state = 'processing' AND e.visible_at = u.lease
+     RETURNING e.id, e.state, e.num_retries, e.target, e.trigger`,
+    [
+      records.map(r => r.id),
+      records.map(r => r.lease),
+      records.map(r => r.outcome.ok),
+      records.map(r => (r.outcome.ok ? null : JSON.stringify(logEntry(r.outcome, r.durationMs)))),
+      records.map(r => r.maxAttempts),
+      records.map(r => r.initialRepeatIntervalMs),
+      MAX_BACKOFF_MS,
+    ],
+  )
+  return rows
+}
+
+/** The log entry of a failed attempt: `{ ok: false, code?, errorMessage?, response?, durationMs }`. */
+function logEntry(outcome: Extract<Outcome, { ok: false }>, durationMs: number) {
+  return {
+    ok: false,
+    ...(outcome.code !== undefined ? { code: outcome.code } : {}),
+    errorMessage: outcome.errorMessage,
+    ...(outcome.response !== undefined ? { response: outcome.response } : {}),
+    durationMs,
+  }
+}

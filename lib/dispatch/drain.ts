@@ -1,0 +1,180 @@
+import { claimBatches, type ClaimedBatch, type TargetClaimConfig } from '../db/claim.js'
+import { hasDueEvents, msUntilNextDue } from '../db/due.js'
+import type { EventRow } from '../db/events.js'
+import type { AttemptRecord, RecordedRow } from '../db/record.js'
+import { getCurrentSchema } from '../db/schemas.js'
+import { fetchVariables } from '../db/variables.js'
+import type { Outcome } from '../delivery/response.js'
+import { deliver } from '../delivery/webhook.js'
+import type { Deps } from '../deps.js'
+import type { Logger } from '../log.js'
+import { MAX_DELAY_SECONDS } from '../signals.js'
+import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
+import { createRecorder } from './recorder.js'
+
+export type DrainOptions = {
+  /** Time left in this invocation; Lambda's `context.getRemainingTimeInMillis`. */
+  remainingMs: () => number
+  /** Called after each delivered batch (the local stack prints a line per batch). */
+  onBatch?: (batch: { project: string; target: string; events: number; succeeded: number; durationMs: number }) => void
+}
+
+export type DrainResult = {
+  succeeded: number
+  retried: number
+  failedAfterAttempt: number
+  failedUnknownTarget: number
+  batches: number
+  /** Why the drain stopped, and the signal it left behind. */
+  stop: 'idle' | 'time'
+  signal: 'none' | 'continue' | { delaySeconds: number }
+}
+
+/** Holding more unwritten outcomes than this makes the drain wait for the recorder before claiming more. */
+const MAX_UNRECORDED = 2_000
+
+/**
+ * Delivers a project's due events until nothing is due or the invocation runs short of time.
+ * Keeps up to DISPATCH_CONCURRENCY batches in flight; claims and records many batches per statement.
+ * Leaves a continuation signal when it stops for time with work left, or one delayed signal for the
+ * next retry due within 15 minutes.
+ */
+export async function drainProject(deps: Deps, project: string, opts: DrainOptions): Promise<DrainResult> {
+  const log = deps.log.child({ project })
+  const metrics = deps.metrics.forProject(project)
+  const [stored, variables] = await Promise.all([getCurrentSchema(deps.db, project), fetchVariables(deps.db, project)])
+  const targets = new Map(Object.values(stored?.schema.targets ?? {}).map(t => [t.name, t]))
+  const claimConfig: TargetClaimConfig[] = [...targets.values()].map(t => ({
+    name: t.name,
+    batchSize: t.batchSize ?? TARGET_DEFAULTS.batchSize,
+    leaseMs: (t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs) + deps.config.LEASE_MARGIN_MS,
+  }))
+  // The next batch could go to any target, so the slowest one decides whether another fits in the time left.
+  const neededMs = Math.max(0, ...[...targets.values()].map(t => t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs)) + deps.config.DISPATCH_TIME_MARGIN_MS
+  const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
+
+  const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log))
+  const inFlight = new Set<Promise<void>>()
+  const concurrency = deps.config.DISPATCH_CONCURRENCY
+  let mayHaveMore = true
+
+  const run = (batch: ClaimedBatch, target: WebhookTarget) => {
+    const task = deliverBatch(deps, project, batch, target, variables, log, opts).then(records => {
+      result.batches++
+      recorder.add(records)
+    })
+    inFlight.add(task)
+    void task.finally(() => inFlight.delete(task)).catch(() => {})
+  }
+
+  try {
+    for (;;) {
+      if (opts.remainingMs() < neededMs) {
+        result.stop = 'time'
+        break
+      }
+      const free = concurrency - inFlight.size
+      if (free > 0 && mayHaveMore) {
+        if (recorder.backlog() > MAX_UNRECORDED) await recorder.flush()
+        const claimed = await claimBatches(deps.db, project, claimConfig, free)
+        failUnknown(claimed.unknownTarget, result, metrics, log)
+        for (const batch of claimed.batches) {
+          const target = targets.get(batch.target)
+          if (target) run(batch, target)
+        }
+        // Fewer batches than asked means nothing else is claimable now; ask again once a slot frees.
+        mayHaveMore = claimed.batches.length === free || claimed.unknownTarget.length > 0
+        if (mayHaveMore) continue
+      }
+      if (inFlight.size === 0) break
+      await Promise.race(inFlight)
+      mayHaveMore = true
+    }
+    await Promise.all(inFlight)
+  } finally {
+    // Whatever was delivered is written, even when the drain stops on an error.
+    await Promise.allSettled(inFlight)
+    await recorder.flush()
+  }
+  result.signal = await leaveSignal(deps, project, result.stop, log)
+  return result
+}
+
+async function deliverBatch(deps: Deps, project: string, batch: ClaimedBatch, target: WebhookTarget, variables: ReadonlyMap<string, string>, log: Logger, opts: DrainOptions): Promise<AttemptRecord[]> {
+  let outcomes: Map<string, Outcome>
+  let durationMs = 0
+  try {
+    const delivery = await deliver(deps.http, target, batch.events, variables, log)
+    outcomes = delivery.outcomes
+    durationMs = delivery.durationMs
+    deps.metrics.forProject(project).deliveryDuration(durationMs / 1000)
+  } catch (error) {
+    // A bug, not target trouble: the attempt still counts, as upstream does, so the event cannot loop forever.
+    log.error('Delivery failed with an internal error', { target: target.name, error })
+    outcomes = new Map(batch.events.map(e => [e.id, { ok: false, errorMessage: 'Internal error' }]))
+  }
+  const records = batch.events.map((e: EventRow): AttemptRecord => ({
+    id: e.id,
+    lease: e.visible_at,
+    outcome: outcomes.get(e.id) ?? { ok: false, errorMessage: 'Internal error' },
+    durationMs,
+    maxAttempts: target.maxAttempts ?? TARGET_DEFAULTS.maxAttempts,
+    initialRepeatIntervalMs: target.initialRepeatIntervalMs ?? TARGET_DEFAULTS.initialRepeatIntervalMs,
+  }))
+  opts.onBatch?.({ project, target: target.name, events: records.length, succeeded: records.filter(r => r.outcome.ok).length, durationMs })
+  return records
+}
+
+function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>, result: DrainResult, metrics: ReturnType<Deps['metrics']['forProject']>, log: Logger): void {
+  let succeeded = 0
+  let retried = 0
+  let failed = 0
+  for (const row of rows) {
+    if (row.state === 'succeed') succeeded++
+    else if (row.state === 'retrying') retried++
+    else {
+      failed++
+      const outcome = records.get(row.id)?.outcome
+      log.error('Action event failed permanently, no attempts left', {
+        eventId: row.id, target: row.target, trigger: row.trigger, attempts: row.num_retries,
+        code: outcome && !outcome.ok ? outcome.code : undefined,
+        errorMessage: outcome && !outcome.ok ? outcome.errorMessage : undefined,
+      })
+    }
+  }
+  result.succeeded += succeeded
+  result.retried += retried
+  result.failedAfterAttempt += failed
+  metrics.succeeded(succeeded)
+  metrics.deliveryAttemptFailed(retried + failed)
+  metrics.failed(failed)
+}
+
+function failUnknown(rows: EventRow[], result: DrainResult, metrics: ReturnType<Deps['metrics']['forProject']>, log: Logger): void {
+  for (const row of rows) {
+    // Never retried: the schema has to name the target again before such an event can be delivered.
+    log.error('Action event failed permanently, its target is not in the schema', { eventId: row.id, target: row.target, trigger: row.trigger })
+  }
+  result.failedUnknownTarget += rows.length
+  metrics.failed(rows.length)
+}
+
+/** The signal that keeps the project moving after this drain; a failure to send is logged, the sweeper covers it. */
+async function leaveSignal(deps: Deps, project: string, stop: DrainResult['stop'], log: Logger): Promise<DrainResult['signal']> {
+  try {
+    if (stop === 'time') {
+      if (!(await hasDueEvents(deps.db, project))) return 'none'
+      await deps.signals.send(project)
+      return 'continue'
+    }
+    const ms = await msUntilNextDue(deps.db, project)
+    if (ms === undefined || ms > MAX_DELAY_SECONDS * 1000) return 'none'
+    // At least a second: an event due now but claimed elsewhere must not start a hot loop of wake-ups.
+    const delaySeconds = Math.max(1, Math.ceil(ms / 1000))
+    await deps.signals.send(project, delaySeconds)
+    return { delaySeconds }
+  } catch (error) {
+    log.error('Could not leave a signal for the rest of the work; the sweeper will pick it up', { error })
+    return 'none'
+  }
+}

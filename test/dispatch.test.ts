@@ -1,0 +1,203 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { drainProject } from '../lib/dispatch/drain.js'
+import { countStatements } from '../lib/db/pool.js'
+import { setVariables } from '../lib/db/variables.js'
+import { json, startReceiver, type Receiver } from './helpers/receiver.js'
+import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
+import { enqueueMany, schemaFor, states } from './helpers/events.js'
+
+let env: TestEnv
+let rx: Receiver
+const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
+let n = 0
+let project: string
+
+beforeAll(async () => {
+  env = await testEnv({ LEASE_MARGIN_MS: '1000' })
+  rx = await startReceiver()
+})
+afterAll(async () => {
+  await rx.close()
+  await env.close()
+})
+beforeEach(() => {
+  project = `p${++n}`
+  rx.requests.length = 0
+  rx.respond((_, res) => { res.end() })
+})
+afterEach(async () => { await env.queue.drain() })
+
+const deps = () => env.runtime.deps
+const counter = async (name: string) => {
+  const m = (await deps().metrics.registry.getMetricsAsJSON()).find(x => x.name === name)
+  return m?.values.find(v => v.labels.contember_project === project)?.value ?? 0
+}
+
+describe('claim and deliver', () => {
+  it('delivers every due event once, in batches of one target ordered by priority then due time', async () => {
+    await schemaFor(deps(), project, { a: { url: rx.url + '/a', batchSize: 3 }, b: { url: rx.url + '/b', batchSize: 2 } }, {
+      to_a: { target: 'a' }, to_b: { target: 'b' }, urgent_b: { target: 'b', priority: 5 },
+    })
+    const a = await enqueueMany(deps(), project, 'to_a', 7)
+    const b = await enqueueMany(deps(), project, 'to_b', 3)
+    const urgent = await enqueueMany(deps(), project, 'urgent_b', 1)
+    const res = await drainProject(deps(), project, forever)
+    expect(res).toMatchObject({ succeeded: 11, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, stop: 'idle', signal: 'none' })
+    for (const r of rx.requests) {
+      const targets = new Set(r.body.events.map((e: { meta: { target: string } }) => e.meta.target))
+      expect(targets.size).toBe(1)
+      expect(r.path).toBe('/' + [...targets][0])
+      expect(r.body.events.length).toBeLessThanOrEqual(r.path === '/a' ? 3 : 2)
+    }
+    expect(rx.eventIds().sort()).toEqual([...a, ...b, ...urgent].sort())
+    // The urgent event leads the first batch of its target, ahead of older events.
+    const firstB = rx.requests.find(r => r.path === '/b')
+    expect(firstB?.body.events[0].meta.eventId).toBe(urgent[0])
+    expect([...(await states(deps(), project)).values()].every(s => s.state === 'succeed' && s.num_retries === 1)).toBe(true)
+    expect(await counter('contember_actions_events_succeeded_total')).toBe(11)
+  })
+
+  it('sends the body template with events at payloadPath, substituted URL and headers, and the standard headers', async () => {
+    await setVariables(deps().db, project, { path: 'hooks', token: 's3cret' }, 'set')
+    await schemaFor(deps(), project, { t: { url: rx.url + '/{{path}}/in', headers: { Authorization: 'Bearer {{token}}', 'X-Static': 'yes' }, body: { source: 'cms', data: { keep: true } }, payloadPath: ['data', 'items'], batchSize: 10 } })
+    const [id] = await enqueueMany(deps(), project, 'to_t', 1)
+    await drainProject(deps(), project, forever)
+    const req = rx.requests[0]
+    expect(req?.path).toBe('/hooks/in')
+    expect(req?.method).toBe('POST')
+    expect(req?.headers).toMatchObject({ authorization: 'Bearer s3cret', 'x-static': 'yes', 'content-type': 'application/json', 'user-agent': 'Contember Actions' })
+    expect(req?.body.source).toBe('cms')
+    expect(req?.body.data.keep).toBe(true)
+    expect(req?.body.data.items).toHaveLength(1)
+    const ev = req?.body.data.items[0]
+    expect(ev).toMatchObject({ operation: 'create', entity: 'Article', id: 0, values: { title: 'Article 0' } })
+    expect(ev.meta).toMatchObject({ eventId: id, transactionId: expect.any(String), numRetries: 0, trigger: 'to_t', target: 't' })
+    expect(Object.keys(ev.meta).sort()).toEqual(['createdAt', 'eventId', 'identityId', 'ipAddress', 'lastStateChange', 'numRetries', 'target', 'transactionId', 'trigger', 'userAgent'])
+  })
+
+  it('fails the attempt with "Undefined variable NAME" when a template names a missing variable', async () => {
+    await schemaFor(deps(), project, { t: { url: rx.url + '/{{missing}}', maxAttempts: 3 } })
+    await enqueueMany(deps(), project, 'to_t', 1)
+    const res = await drainProject(deps(), project, forever)
+    expect(res.retried).toBe(1)
+    const [row] = [...(await states(deps(), project)).values()]
+    expect(row?.state).toBe('retrying')
+    expect(row?.log).toEqual([{ ok: false, errorMessage: 'Undefined variable missing', durationMs: expect.any(Number) }])
+    expect(rx.requests).toHaveLength(0)
+  })
+
+  it('fails an event whose target left the schema without attempting it, and moves on', async () => {
+    await schemaFor(deps(), project, { gone: { url: rx.url }, kept: { url: rx.url + '/kept' } })
+    const lost = await enqueueMany(deps(), project, 'to_gone', 2)
+    const kept = await enqueueMany(deps(), project, 'to_kept', 1)
+    await schemaFor(deps(), project, { kept: { url: rx.url + '/kept' } })
+    const logs = captureLogs()
+    const res = await drainProject(deps(), project, forever).finally(() => logs.restore())
+    expect(res).toMatchObject({ succeeded: 1, failedUnknownTarget: 2 })
+    expect(rx.eventIds()).toEqual(kept)
+    const rows = await deps().db.query('SELECT id, state, resolved_at, log, num_retries FROM actions_event WHERE id = ANY($1)', [lost])
+    for (const r of rows.rows) {
+      expect(r.state).toBe('failed')
+      expect(r.resolved_at).not.toBeNull()
+      expect(r.num_retries).toBe(0)
+      expect(r.log[0].errorMessage).toBe('Target gone not found')
+    }
+    const errors = logs.records().filter(r => r.level === 'error')
+    expect(errors.map(e => e.eventId).sort()).toEqual([...lost].sort())
+    expect(errors[0]).toMatchObject({ target: 'gone', msg: expect.stringMatching(/not in the schema/) })
+    expect(await counter('contember_actions_events_failed_total')).toBe(2)
+    expect(await counter('contember_actions_delivery_attempts_failed_total')).toBe(0)
+  })
+
+  it('makes exactly maxAttempts attempts, spaced by the doubling backoff on the database clock', async () => {
+    rx.respond((_, res) => { res.statusCode = 503; res.end('down') })
+    await schemaFor(deps(), project, { t: { url: rx.url, maxAttempts: 4, initialRepeatIntervalMs: 200 } })
+    const [id] = await enqueueMany(deps(), project, 'to_t', 1)
+    const spacing: number[] = []
+    let totals = { retried: 0, failed: 0 }
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      // Wait until the database says the event is due, then drain once.
+      for (let i = 0; i < 100; i++) {
+        const { rows } = await deps().db.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])
+        if (rows[0].due) break
+        await new Promise(r => setTimeout(r, 20))
+      }
+      const before = (await deps().db.query('SELECT now() AS t')).rows[0].t
+      const res = await drainProject(deps(), project, forever)
+      totals = { retried: totals.retried + res.retried, failed: totals.failed + res.failedAfterAttempt }
+      const { rows } = await deps().db.query(`SELECT state, num_retries, extract(epoch FROM visible_at - last_state_change) * 1000 AS wait_ms, last_state_change >= $2 AS fresh FROM actions_event WHERE id = $1`, [id, before])
+      expect(rows[0].num_retries).toBe(attempt)
+      expect(rows[0].fresh).toBe(true)
+      if (attempt < 4) {
+        expect(rows[0].state).toBe('retrying')
+        spacing.push(Math.round(Number(rows[0].wait_ms)))
+      } else {
+        expect(rows[0].state).toBe('failed')
+      }
+    }
+    expect(spacing).toEqual([200, 400, 800])
+    expect(totals).toEqual({ retried: 3, failed: 1 })
+    expect(rx.requests).toHaveLength(4)
+    expect(await drainProject(deps(), project, forever)).toMatchObject({ succeeded: 0, retried: 0, failedAfterAttempt: 0 })
+    expect(rx.requests).toHaveLength(4)
+    const row = (await states(deps(), project)).get(id ?? '')
+    expect(row?.log).toHaveLength(4)
+    expect(row?.log[0]).toMatchObject({ ok: false, code: 503, errorMessage: 'Service Unavailable', response: 'down' })
+    expect(await counter('contember_actions_delivery_attempts_failed_total')).toBe(4)
+    expect(await counter('contember_actions_events_failed_total')).toBe(1)
+  })
+
+  it('cuts off a receiver that hangs at timeoutMs', async () => {
+    rx.respond(() => { /* never answers */ })
+    await schemaFor(deps(), project, { t: { url: rx.url, timeoutMs: 300 } })
+    await enqueueMany(deps(), project, 'to_t', 1)
+    const started = Date.now()
+    const res = await drainProject(deps(), project, forever)
+    const took = Date.now() - started
+    expect(res.retried).toBe(1)
+    expect(took).toBeGreaterThanOrEqual(290)
+    expect(took).toBeLessThan(5_000)
+    const [row] = [...(await states(deps(), project)).values()]
+    expect(row?.log[0]).toMatchObject({ ok: false, errorMessage: 'Timeout after 300 ms' })
+  })
+
+  it('does not follow redirects', async () => {
+    rx.respond((req, res) => {
+      if (req.path === '/moved') { res.end(); return }
+      res.writeHead(307, { location: rx.url + '/moved' }); res.end()
+    })
+    await schemaFor(deps(), project, { t: { url: rx.url + '/start' } })
+    await enqueueMany(deps(), project, 'to_t', 1)
+    const res = await drainProject(deps(), project, forever)
+    expect(res.retried).toBe(1)
+    expect(rx.requests.map(r => r.path)).toEqual(['/start'])
+  })
+
+  it('reads a bounded part of a 10 MB response and stores a bounded part in the log', async () => {
+    // A Buffer lives outside the JS heap, so the heap measures what the dispatcher itself holds.
+    const big = Buffer.alloc(10 * 1024 * 1024, 'x')
+    rx.respond((_, res) => { res.statusCode = 500; res.end(big) })
+    await schemaFor(deps(), project, { t: { url: rx.url } })
+    await enqueueMany(deps(), project, 'to_t', 1)
+    const logs = captureLogs()
+    const heapBefore = process.memoryUsage().heapUsed
+    await drainProject(deps(), project, forever).finally(() => logs.restore())
+    const heapGrowth = process.memoryUsage().heapUsed - heapBefore
+    const [row] = [...(await states(deps(), project)).values()]
+    const entry = row?.log[0] as { response: string }
+    expect(entry.response.length).toBeLessThanOrEqual(4096)
+    expect(Math.max(...logs.lines.map(l => l.length))).toBeLessThan(4096)
+    // Reading the whole body into a string would add 10+ MB of heap; the read stops at 1 MiB.
+    expect(heapGrowth).toBeLessThan(8 * 1024 * 1024)
+  })
+
+  it('records all outcomes of many batches with few statements', async () => {
+    await schemaFor(deps(), project, { t: { url: rx.url, batchSize: 50 } })
+    await enqueueMany(deps(), project, 'to_t', 1000)
+    const counted = countStatements(deps().db)
+    const res = await drainProject(deps(), project, forever)
+    expect(res.succeeded).toBe(1000)
+    // 20 batches: claims and records of several batches share statements; never one per event.
+    expect(counted.count()).toBeLessThanOrEqual(50)
+  })
+})
