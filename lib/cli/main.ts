@@ -5,7 +5,7 @@ import { migrate } from '../db/migrate.js'
 import { createPool } from '../db/pool.js'
 import { getCurrentSchema, storeSchema } from '../db/schemas.js'
 import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
-import { eventsCommand, EVENTS_USAGE } from './events.js'
+import { eventsCommand, EventsUsageError, EVENTS_USAGE } from './events.js'
 
 export const USAGE = `Usage: actions <command> [args]
 
@@ -46,7 +46,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     await run(pool, cmd, rest, io)
     return 0
   } catch (e) {
-    if (e instanceof UsageError) {
+    if (e instanceof UsageError || e instanceof EventsUsageError) {
       io.err(`${e.message}\n\n${USAGE}`)
       return 2
     }

@@ -1,0 +1,81 @@
+import { spawn } from 'node:child_process'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createDeps } from '../lib/deps.js'
+import { drainProject } from '../lib/dispatch/drain.js'
+import { startReceiver, type Receiver } from './helpers/receiver.js'
+import { testEnv, type TestEnv } from './helpers/runtime.js'
+import { enqueueMany, schemaFor, states } from './helpers/events.js'
+
+let env: TestEnv
+let rx: Receiver
+const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
+
+beforeAll(async () => {
+  env = await testEnv({ LEASE_MARGIN_MS: '1000' })
+  rx = await startReceiver()
+})
+afterAll(async () => {
+  await rx.close()
+  await env.close()
+})
+const deps = () => env.runtime.deps
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise(r => setTimeout(r, 25))
+  }
+}
+
+describe('concurrent and crashing dispatchers', () => {
+  it('two dispatchers draining the same 2,000 events deliver each exactly once', async () => {
+    rx.requests.length = 0
+    // Answers take a little while, so both dispatchers are mid-flight together.
+    rx.respond((_, res) => { setTimeout(() => res.end(), 2) })
+    await schemaFor(deps(), 'race', { a: { url: rx.url + '/a', batchSize: 7 }, b: { url: rx.url + '/b', batchSize: 1 } }, { to_a: { target: 'a' }, to_b: { target: 'b' } })
+    const ids = [...await enqueueMany(deps(), 'race', 'to_a', 1500), ...await enqueueMany(deps(), 'race', 'to_b', 500)]
+    // A second, independent environment: its own pool, HTTP agent and metrics.
+    const other = createDeps(deps().config, { signals: deps().signals })
+    try {
+      const [r1, r2] = await Promise.all([drainProject(deps(), 'race', forever), drainProject(other, 'race', forever)])
+      expect(r1.succeeded + r2.succeeded).toBe(2000)
+      expect(r1.succeeded).toBeGreaterThan(0)
+      expect(r2.succeeded).toBeGreaterThan(0)
+    } finally {
+      await other.db.end()
+      await other.http.close()
+    }
+    const delivered = rx.eventIds()
+    expect(delivered).toHaveLength(2000)
+    expect(new Set(delivered).size).toBe(2000)
+    expect([...delivered].sort()).toEqual([...ids].sort())
+    for (const r of rx.requests) expect(new Set(r.body.events.map((e: { meta: { target: string } }) => e.meta.target)).size).toBe(1)
+    expect([...(await states(deps(), 'race')).values()].every(s => s.state === 'succeed')).toBe(true)
+  })
+
+  it('loses nothing when a dispatcher is killed mid-delivery: the event is delivered after the lease', async () => {
+    rx.requests.length = 0
+    let hold = true
+    rx.respond((_, res) => { if (!hold) res.end() })
+    await schemaFor(deps(), 'crash', { t: { url: rx.url, timeoutMs: 2000 } })
+    const [id] = await enqueueMany(deps(), 'crash', 'to_t', 1)
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/drain-child.ts'], {
+      env: { ...process.env, PROJECT: 'crash', DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, SQS_ENDPOINT: env.queue.endpoint, LEASE_MARGIN_MS: '1000', LOG_LEVEL: 'error' },
+      stdio: 'ignore',
+    })
+    const exited = new Promise(resolve => child.on('exit', resolve))
+    await until('the child to start delivering', async () => rx.requests.length === 1)
+    child.kill('SIGKILL')
+    await exited
+    const row = (await states(deps(), 'crash')).get(id ?? '')
+    expect(row).toMatchObject({ state: 'processing', num_retries: 0 })
+    hold = false
+    // While the lease runs, nobody else may take the event.
+    expect(await drainProject(deps(), 'crash', forever)).toMatchObject({ succeeded: 0, batches: 0 })
+    await until('the lease to run out', async () => (await deps().db.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due)
+    expect(await drainProject(deps(), 'crash', forever)).toMatchObject({ succeeded: 1 })
+    expect(rx.eventIds()).toEqual([id, id])
+    expect((await states(deps(), 'crash')).get(id ?? '')).toMatchObject({ state: 'succeed', num_retries: 1 })
+  })
+})

@@ -1,0 +1,213 @@
+import type { SQSEvent, SQSRecord } from 'aws-lambda'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { createHandler } from '../functions/dispatch.js'
+import { createDeps } from '../lib/deps.js'
+import { setVariables } from '../lib/db/variables.js'
+import { main } from '../lib/cli/main.js'
+import { createContext } from './helpers/lambda.js'
+import { json, startReceiver, type Receiver, type Responder } from './helpers/receiver.js'
+import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
+import { enqueueMany, schemaFor, states } from './helpers/events.js'
+
+let env: TestEnv
+let rx: Receiver
+let handler: ReturnType<typeof createHandler>
+
+beforeAll(async () => {
+  env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '1000' })
+  rx = await startReceiver()
+  handler = createHandler(() => env.runtime)
+})
+afterAll(async () => {
+  await rx.close()
+  await env.close()
+})
+beforeEach(async () => {
+  rx.requests.length = 0
+  rx.respond((_, res) => { res.end() })
+  await env.queue.drain()
+})
+const deps = () => env.runtime.deps
+const record = (body: string, i = 0): SQSRecord => ({
+  messageId: `m${i}`, receiptHandle: `r${i}`, body, attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
+  messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
+})
+const sqsEvent = (...bodies: string[]): SQSEvent => ({ Records: bodies.map((b, i) => record(b, i)) })
+const counter = async (name: string, project: string) => {
+  const m = (await deps().metrics.registry.getMetricsAsJSON()).find(x => x.name === name)
+  return m?.values.find(v => v.labels.contember_project === project)?.value ?? 0
+}
+
+describe('the dispatch function', () => {
+  it('drains each distinct project of an SQS batch once and reports no failures', async () => {
+    await schemaFor(deps(), 'h1', { t: { url: rx.url } })
+    await schemaFor(deps(), 'h2', { t: { url: rx.url } })
+    await enqueueMany(deps(), 'h1', 'to_t', 3)
+    await enqueueMany(deps(), 'h2', 'to_t', 2)
+    await env.queue.drain()
+    const res = await handler(sqsEvent('{"project":"h1"}', '{"project":"h2"}', '{"project":"h1"}'), createContext())
+    expect(res).toEqual({ batchItemFailures: [] })
+    expect(rx.eventIds()).toHaveLength(5)
+  })
+
+  it('drops a malformed signal with an error log instead of retrying it forever', async () => {
+    const logs = captureLogs()
+    const res = await handler(sqsEvent('not json', '{"nope":1}'), createContext()).finally(() => logs.restore())
+    expect(res).toEqual({ batchItemFailures: [] })
+    expect(logs.records().filter(r => r.msg === 'Dropped a malformed dispatch signal').map(r => r.messageId)).toEqual(['m0', 'm1'])
+  })
+
+  it('reports a project whose drain throws as batch item failures, counts the crash, and still drains the others', async () => {
+    await schemaFor(deps(), 'ok', { t: { url: rx.url } })
+    await enqueueMany(deps(), 'ok', 'to_t', 2)
+    // A runtime whose database pool is closed: every drain of it throws.
+    const broken = createDeps(deps().config, { signals: deps().signals, metrics: deps().metrics, http: deps().http })
+    await broken.db.end()
+    const brokenHandler = createHandler(() => ({ deps: broken, pusher: env.runtime.pusher }))
+    const logs = captureLogs()
+    const res = await brokenHandler(sqsEvent('{"project":"bad"}', '{"project":"bad"}'), createContext()).finally(() => logs.restore())
+    expect(res).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }, { itemIdentifier: 'm1' }] })
+    expect(await counter('contember_actions_worker_crashed_total', 'bad')).toBe(1)
+    expect(logs.records().some(r => r.level === 'error' && r.project === 'bad')).toBe(true)
+    const mixed = await handler(sqsEvent('{"project":"ok"}'), createContext())
+    expect(mixed).toEqual({ batchItemFailures: [] })
+    expect(rx.eventIds()).toHaveLength(2)
+  })
+
+  it('stops when the remaining time is shorter than the next timeout plus the margin, and leaves a continuation signal', async () => {
+    await schemaFor(deps(), 'slow', { t: { url: rx.url, timeoutMs: 2000 } })
+    await enqueueMany(deps(), 'slow', 'to_t', 3)
+    await env.queue.drain()
+    // 2.5 s left is less than the 2 s timeout plus the 1 s margin: no delivery may start.
+    const res = await handler(sqsEvent('{"project":"slow"}'), createContext(2_500))
+    expect(res).toEqual({ batchItemFailures: [] })
+    expect(rx.requests).toHaveLength(0)
+    expect(await env.queue.drain()).toEqual([{ project: 'slow' }])
+    const more = await handler(sqsEvent('{"project":"slow"}'), createContext(60_000))
+    expect(more).toEqual({ batchItemFailures: [] })
+    expect(rx.eventIds()).toHaveLength(3)
+    expect(await env.queue.drain()).toEqual([])
+  })
+
+  it('leaves one delayed signal for a retry due within 15 minutes', async () => {
+    rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    await schemaFor(deps(), 'later', { t: { url: rx.url, initialRepeatIntervalMs: 120_000 } })
+    await enqueueMany(deps(), 'later', 'to_t', 2)
+    await env.queue.drain()
+    await handler(sqsEvent('{"project":"later"}'), createContext())
+    expect(await env.queue.drain()).toEqual([])
+    const delayed = env.queue.delayed()
+    expect(delayed).toHaveLength(1)
+    expect(delayed[0]?.body).toEqual({ project: 'later' })
+    expect(delayed[0]?.delaySeconds).toBeGreaterThanOrEqual(118)
+    expect(delayed[0]?.delaySeconds).toBeLessThanOrEqual(121)
+  })
+
+  it('leaves no signal for a retry more than 15 minutes away (the sweeper re-drives it)', async () => {
+    rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    await schemaFor(deps(), 'far', { t: { url: rx.url, initialRepeatIntervalMs: 3_600_000 } })
+    await enqueueMany(deps(), 'far', 'to_t', 1)
+    await env.queue.drain()
+    env.queue.server.reset()
+    await handler(sqsEvent('{"project":"far"}'), createContext())
+    expect(await env.queue.drain()).toEqual([])
+    expect(env.queue.delayed()).toEqual([])
+  })
+
+  it('keeps secrets out of every log line on every failure path', async () => {
+    const secret = 'SECRET-7c1e'
+    await setVariables(deps().db, 'sec', { token: secret, path: `p${secret}` }, 'set')
+    const paths: Array<[string, Responder, Record<string, unknown>?]> = [
+      ['error status', (_, res) => { res.statusCode = 500; res.end(`echo ${secret}`) }],
+      ['timeout', () => {}, { timeoutMs: 200 }],
+      ['malformed JSON failures', (_, res) => json(res, 200, { failures: 'x' })],
+      ['ids outside the batch', (_, res) => json(res, 200, { failures: [{ eventId: secret }] })],
+      ['reported failure', (req, res) => json(res, 200, { failures: [{ eventId: req.body.events[0].meta.eventId }] })],
+    ]
+    const logs = captureLogs()
+    try {
+      for (const [i, [, respond, extra]] of paths.entries()) {
+        rx.respond(respond)
+        await schemaFor(deps(), 'sec', { t: { url: `${rx.url}/{{path}}?key=${secret}`, headers: { Authorization: `Bearer {{token}}`, 'X-Key': secret }, maxAttempts: 1, ...extra } })
+        await enqueueMany(deps(), 'sec', 'to_t', 1)
+        await handler(sqsEvent('{"project":"sec"}'), createContext())
+        expect(rx.requests.length, `path ${i} reached the receiver`).toBeGreaterThan(0)
+        rx.requests.length = 0
+      }
+      // Connection refused: nothing listens on port 9.
+      await schemaFor(deps(), 'sec', { t: { url: `http://127.0.0.1:9/{{path}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 } })
+      await enqueueMany(deps(), 'sec', 'to_t', 1)
+      await handler(sqsEvent('{"project":"sec"}'), createContext())
+      // Undefined variable.
+      await schemaFor(deps(), 'sec', { t: { url: `${rx.url}/{{nope}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 } })
+      await enqueueMany(deps(), 'sec', 'to_t', 1)
+      await handler(sqsEvent('{"project":"sec"}'), createContext())
+    } finally {
+      logs.restore()
+    }
+    const all = logs.lines.join('\n')
+    expect(logs.records().filter(r => r.msg === 'Action event failed permanently, no attempts left')).toHaveLength(7)
+    expect(all).not.toContain(secret)
+    expect(all).not.toContain(rx.url)
+    expect(all).not.toContain('127.0.0.1:9')
+    const failed = [...(await states(deps(), 'sec')).values()].map(s => (s.log[0] as { errorMessage: string }).errorMessage).sort()
+    expect(failed).toEqual([
+      'Connection refused', 'Internal Server Error', 'Malformed response: failures name events outside the batch',
+      'Malformed response: invalid "failures"', 'Reported failed by the target', 'Timeout after 200 ms', 'Undefined variable nope',
+    ])
+  })
+
+  it('counts succeeded, failed attempts and terminal failures as the seed does', async () => {
+    let call = 0
+    rx.respond((_, res) => { call++; res.statusCode = call === 1 ? 500 : 200; res.end() })
+    await schemaFor(deps(), 'cnt', { t: { url: rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
+    await enqueueMany(deps(), 'cnt', 'to_t', 1)
+    await handler(sqsEvent('{"project":"cnt"}'), createContext())
+    await new Promise(r => setTimeout(r, 20))
+    await handler(sqsEvent('{"project":"cnt"}'), createContext())
+    expect(await counter('contember_actions_events_succeeded_total', 'cnt')).toBe(1)
+    expect(await counter('contember_actions_delivery_attempts_failed_total', 'cnt')).toBe(1)
+    expect(await counter('contember_actions_events_failed_total', 'cnt')).toBe(0)
+  })
+})
+
+describe('operator event commands', () => {
+  const run = async (...argv: string[]) => {
+    const out: string[] = []
+    const err: string[] = []
+    const code = await main(argv, { DATABASE_URL: env.db.url }, { out: s => out.push(s), err: s => err.push(s) })
+    return { code, out: out.join('\n'), err: err.join('\n') }
+  }
+
+  it('lists failed events, shows one, retries it (due now) and stops another', async () => {
+    rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    await schemaFor(deps(), 'ops', { t: { url: rx.url, maxAttempts: 1 } })
+    const [a, b] = await enqueueMany(deps(), 'ops', 'to_t', 2)
+    expect((await run('events', 'due', 'ops')).out).toMatch(/2 due event\(s\)/)
+    await handler(sqsEvent('{"project":"ops"}'), createContext())
+    const failed = await run('events', 'failed', 'ops', '--limit', '1')
+    expect(failed.out).toMatch(/failed target=t trigger=to_t attempts=1 .* Internal Server Error/)
+    expect(failed.out).toMatch(/1 failed event\(s\) \(limit 1\)/)
+    const shown = JSON.parse((await run('events', 'show', a ?? '')).out)
+    expect(shown).toMatchObject({ id: a, state: 'failed', num_retries: 1 })
+    expect(await run('events', 'retry', a ?? '')).toMatchObject({ code: 0 })
+    expect((await states(deps(), 'ops')).get(a ?? '')?.state).toBe('retrying')
+    expect((await run('events', 'due', 'ops')).out).toContain(a)
+    expect(await run('events', 'stop', b ?? '')).toMatchObject({ code: 0 })
+    expect((await states(deps(), 'ops')).get(b ?? '')?.state).toBe('stopped')
+    rx.respond((_, res) => { res.end() })
+    await handler(sqsEvent('{"project":"ops"}'), createContext())
+    expect((await states(deps(), 'ops')).get(a ?? '')?.state).toBe('succeed')
+    expect((await states(deps(), 'ops')).get(b ?? '')?.state).toBe('stopped')
+  })
+
+  it('retries a never-attempted event back to created and rejects unknown ids and bad arguments', async () => {
+    await schemaFor(deps(), 'ops2', { t: { url: rx.url } })
+    const [id] = await enqueueMany(deps(), 'ops2', 'to_t', 1)
+    await run('events', 'retry', id ?? '')
+    expect((await states(deps(), 'ops2')).get(id ?? '')?.state).toBe('created')
+    expect((await run('events', 'show', '00000000-0000-4000-8000-000000000000')).code).toBe(1)
+    expect((await run('events', 'show', 'nope')).code).toBe(2)
+    expect((await run('events', 'failed', 'ops2', '--limit', 'x')).code).toBe(2)
+  })
+})
