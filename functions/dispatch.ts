@@ -2,12 +2,12 @@ import middy from '@middy/core'
 import sqsPartialBatchFailure from '@middy/sqs-partial-batch-failure'
 import type { Context, SQSEvent } from 'aws-lambda'
 import { handleSignals } from '../lib/dispatch/sqs.js'
-import { lambdaRuntime, pushMetricsAfter, type Runtime } from '../lib/lambda.js'
+import { lambdaRuntime, pushMetricsAfter, type RuntimeSource } from '../lib/lambda.js'
 
 /** Builds the dispatch handler over a runtime; the deployed one uses the cold-start runtime. */
-export const createHandler = (runtime: () => Runtime) =>
+export const createHandler = (runtime: RuntimeSource) =>
   middy(async (event: SQSEvent, context: Context) =>
-    handleSignals(runtime().deps, event.Records, { remainingMs: () => context.getRemainingTimeInMillis() }))
+    handleSignals((await runtime()).deps, event.Records, { remainingMs: () => context.getRemainingTimeInMillis() }))
     // Our own log line names the project; the middleware's console dump of the error would not be JSON.
     .use(sqsPartialBatchFailure({ logger: () => {} }))
     .use(pushMetricsAfter(runtime))

@@ -15,6 +15,8 @@ const url = z.url({ message: 'expected a URL' })
 /** Every environment variable the functions read, with its default. README's configuration reference mirrors this. */
 export const configSchema = z.object({
   DATABASE_URL: url,
+  /** Name of an SSM SecureString holding DATABASE_URL; read at cold start when DATABASE_URL is unset (deployed stages). */
+  DATABASE_URL_SSM_PARAMETER: z.string().startsWith('/', 'expected an SSM parameter name starting with /').optional(),
   SIGNAL_QUEUE_URL: url,
   AWS_REGION: z.string().min(1).default('us-east-1'),
   PUSHGATEWAY_URL: url.optional(),
@@ -73,4 +75,24 @@ function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {}
   for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') out[k] = v
   return out
+}
+
+/** Reads one SecureString; `ssm` is the SDK's GetParameter call (injected so this file stays free of SDK clients). */
+export type ParameterReader = (name: string) => Promise<string | undefined>
+
+/**
+ * Fills DATABASE_URL from the SSM parameter named by DATABASE_URL_SSM_PARAMETER when it is unset, so
+ * the secret never sits in the deployment template. The value is kept in memory only.
+ */
+export async function resolveSecrets(env: NodeJS.ProcessEnv, read: ParameterReader): Promise<NodeJS.ProcessEnv> {
+  const name = env.DATABASE_URL_SSM_PARAMETER
+  if (env.DATABASE_URL || !name) return env
+  let value: string | undefined
+  try {
+    value = await read(name)
+  } catch (cause) {
+    throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: could not read ${name} (${cause instanceof Error ? cause.name : 'error'})`])
+  }
+  if (!value) throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: ${name} has no value`])
+  return { ...env, DATABASE_URL: value }
 }

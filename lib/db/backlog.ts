@@ -1,0 +1,53 @@
+import type { Queryable } from './pool.js'
+
+/** Per project: due events by state, the oldest due event's age, and events waiting in `failed`. */
+export type ProjectBacklog = {
+  project: string
+  due: { created: number; retrying: number; processing: number }
+  oldestDueAgeSeconds: number
+  failed: number
+}
+
+/**
+ * Reads every project's exact backlog. Both statements stay on partial indexes (due states; failed),
+ * so resolved history, however large, is never scanned.
+ */
+export async function readBacklog(db: Queryable): Promise<Map<string, ProjectBacklog>> {
+  const [due, failed] = await Promise.all([
+    db.query<{ project: string; state: 'created' | 'retrying' | 'processing'; n: string; oldest_s: number | null }>(
+      `SELECT project, state, count(*) AS n, extract(epoch FROM now() - min(visible_at))::float8 AS oldest_s
+       FROM actions_event
+       WHERE state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+       GROUP BY project, state`),
+    db.query<{ project: string; n: string }>(
+      `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`),
+  ])
+  const out = new Map<string, ProjectBacklog>()
+  const get = (project: string) => {
+    let b = out.get(project)
+    if (!b) out.set(project, b = { project, due: { created: 0, retrying: 0, processing: 0 }, oldestDueAgeSeconds: 0, failed: 0 })
+    return b
+  }
+  for (const r of due.rows) {
+    const b = get(r.project)
+    b.due[r.state] = Number(r.n)
+    b.oldestDueAgeSeconds = Math.max(b.oldestDueAgeSeconds, r.oldest_s ?? 0)
+  }
+  for (const r of failed.rows) get(r.project).failed = Number(r.n)
+  return out
+}
+
+/** Deletes up to `limit` resolved events older than `days`, oldest first; returns how many it deleted. */
+export async function deleteResolved(db: Queryable, days: number, includeFailed: boolean, limit: number): Promise<number> {
+  // Literal state lists, so the planner can match the partial index on resolved events.
+  const states = includeFailed ? `'succeed', 'stopped', 'failed'` : `'succeed', 'stopped'`
+  const { rowCount } = await db.query(
+    `DELETE FROM actions_event WHERE id IN (
+       SELECT id FROM actions_event
+       WHERE state IN (${states}) AND resolved_at < now() - $1 * interval '1 day'
+       ORDER BY resolved_at
+       LIMIT $2)`,
+    [days, limit],
+  )
+  return rowCount ?? 0
+}

@@ -1,0 +1,114 @@
+import { listProjects } from '../db/schemas.js'
+import { deleteResolved, readBacklog, type ProjectBacklog } from '../db/backlog.js'
+import type { Deps } from '../deps.js'
+import { createSweeperGauges, SWEEPER_JOB, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
+import { deleteGroup, pushRegistry } from '../metrics-push.js'
+
+export type SweepOptions = {
+  /** Time left in this invocation; retention stops well before it runs out. */
+  remainingMs: () => number
+  /** This environment's own counter group, never deleted as stale. */
+  ownInstance?: string
+}
+
+export type SweepResult = {
+  projects: string[]
+  /** Signals sent per project. */
+  signals: Record<string, number>
+  deletedResolved: number
+  deletedGroups: number
+  gauges: SweeperGauges
+}
+
+/** Retention stops when less than this is left of the invocation. */
+const RETENTION_RESERVE_MS = 15_000
+/** At most this many retention batches per pass; the next pass continues. */
+const MAX_RETENTION_BATCHES = 50
+
+/**
+ * One sweeper pass: re-drive every project with due events (signals in proportion to its backlog, up
+ * to the dispatch parallelism), set heartbeats and exact backlog gauges, push them with replace
+ * semantics, delete stale metric groups, and apply retention to resolved events.
+ */
+export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult> {
+  const log = deps.log.child({ loc: 'sweeper' })
+  const [projects, backlog] = await Promise.all([listProjects(deps.db), readBacklog(deps.db)])
+  // A project with due events but no schema still needs its events driven (to fail as unknown target).
+  const active = [...new Set([...projects, ...backlog.keys()])].sort()
+
+  const signals: Record<string, number> = {}
+  const wanted = active.map(project => ({ project, count: signalsFor(backlog.get(project), deps.config.SWEEPER_EVENTS_PER_SIGNAL, deps.config.DISPATCH_MAX_CONCURRENCY) }))
+    .filter(w => w.count > 0)
+  try {
+    await deps.signals.sendMany(wanted)
+    for (const w of wanted) signals[w.project] = w.count
+  } catch (error) {
+    log.error('Could not send re-drive signals; the next pass tries again', { error, projects: wanted.map(w => w.project) })
+  }
+
+  const gauges = createSweeperGauges()
+  const now = Date.now() / 1000
+  for (const project of active) {
+    const b = backlog.get(project)
+    const labels = { contember_project: project }
+    gauges.heartbeat.set(labels, now)
+    for (const state of ['created', 'retrying', 'processing'] as const) gauges.dueEvents.set({ ...labels, state }, b?.due[state] ?? 0)
+    gauges.oldestDueAge.set(labels, b?.oldestDueAgeSeconds ?? 0)
+    gauges.failedEvents.set(labels, b?.failed ?? 0)
+  }
+
+  let deletedGroups = 0
+  const url = deps.config.PUSHGATEWAY_URL
+  if (url) {
+    try {
+      // Replace semantics: a project gone since the last pass loses its heartbeat series.
+      await pushRegistry(url, gauges.registry, { job: SWEEPER_JOB }, { replace: true, timeoutMs: deps.config.PUSHGATEWAY_TIMEOUT_MS })
+    } catch (error) {
+      deps.metrics.pushFailures.inc()
+      log.warn('Could not push sweeper gauges to the Pushgateway', { error })
+    }
+    try {
+      deletedGroups = await deleteStaleGroups(url, deps.config.METRICS_STALE_GROUP_SECONDS, deps.config.PUSHGATEWAY_TIMEOUT_MS, opts.ownInstance)
+    } catch (error) {
+      log.warn('Could not clean up stale metric groups', { error })
+    }
+  }
+
+  let deletedResolved = 0
+  for (let i = 0; i < MAX_RETENTION_BATCHES && opts.remainingMs() > RETENTION_RESERVE_MS; i++) {
+    const n = await deleteResolved(deps.db, deps.config.RETENTION_DAYS, deps.config.RETENTION_INCLUDE_FAILED, deps.config.RETENTION_BATCH_SIZE)
+    deletedResolved += n
+    if (n < deps.config.RETENTION_BATCH_SIZE) break
+  }
+  log.info('Sweep finished', { projects: active.length, signalled: Object.keys(signals).length, deletedResolved, deletedGroups })
+  return { projects: active, signals, deletedResolved, deletedGroups, gauges }
+}
+
+/** None when nothing is due, one for a small backlog, more for a large one, never above the dispatch parallelism. */
+export function signalsFor(backlog: ProjectBacklog | undefined, eventsPerSignal: number, maxConcurrency: number): number {
+  if (!backlog) return 0
+  const due = backlog.due.created + backlog.due.retrying + backlog.due.processing
+  if (due === 0) return 0
+  return Math.min(maxConcurrency, Math.ceil(due / eventsPerSignal))
+}
+
+type PushgatewayGroup = { labels?: Record<string, string>; push_time_seconds?: { metrics?: Array<{ value?: string }> } }
+
+/** Deletes counter groups of environments that have not pushed for `maxAgeSeconds` (dead Lambda environments). */
+async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: number, ownInstance: string | undefined): Promise<number> {
+  const res = await fetch(url.replace(/\/$/, '') + '/api/v1/metrics', { signal: AbortSignal.timeout(timeoutMs) })
+  if (!res.ok) throw new Error(`Pushgateway answered ${res.status}`)
+  const body: unknown = await res.json()
+  const groups: PushgatewayGroup[] = typeof body === 'object' && body !== null && 'data' in body && Array.isArray(body.data) ? body.data : []
+  const cutoff = Date.now() / 1000 - maxAgeSeconds
+  let deleted = 0
+  for (const g of groups) {
+    const labels = g.labels ?? {}
+    if (labels.job !== COUNTERS_JOB || !labels.instance || labels.instance === ownInstance) continue
+    const pushed = Number(g.push_time_seconds?.metrics?.[0]?.value ?? 'NaN')
+    if (!(pushed < cutoff)) continue
+    await deleteGroup(url, { job: COUNTERS_JOB, instance: labels.instance }, timeoutMs)
+    deleted++
+  }
+  return deleted
+}

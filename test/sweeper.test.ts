@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { createHandler as createSweeper } from '../functions/sweeper.js'
+import { loadConfig } from '../lib/config.js'
+import { createDeps } from '../lib/deps.js'
+import { pushRegistry } from '../lib/metrics-push.js'
+import { createMetrics } from '../lib/metrics.js'
+import { signalsFor, sweep } from '../lib/sweeper/sweep.js'
+import { createContext } from './helpers/lambda.js'
+import { parseSamples } from './helpers/prom.js'
+import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from './helpers/pushgateway.js'
+import { testEnv, type TestEnv } from './helpers/runtime.js'
+import { enqueueMany, schemaFor } from './helpers/events.js'
+
+const hasPushgateway = requireBinary('prometheus-pushgateway', pushgatewayBinary())
+
+describe('how many signals the sweeper sends', () => {
+  const backlog = (created: number, retrying = 0, processing = 0) => ({ project: 'p', due: { created, retrying, processing }, oldestDueAgeSeconds: 0, failed: 0 })
+  it('sends none when nothing is due, one for a small backlog, up to the parallelism for a large one', () => {
+    expect(signalsFor(undefined, 500, 4)).toBe(0)
+    expect(signalsFor(backlog(0), 500, 4)).toBe(0)
+    expect(signalsFor(backlog(3), 500, 4)).toBe(1)
+    expect(signalsFor(backlog(600, 200, 200), 500, 4)).toBe(2)
+    expect(signalsFor(backlog(100_000), 500, 4)).toBe(4)
+  })
+})
+
+describe.skipIf(!hasPushgateway)('the sweeper', () => {
+  let env: TestEnv
+  let pgw: RunningPushgateway
+  const deps = () => env.runtime.deps
+  const run = () => createSweeper(() => env.runtime)({}, createContext(60_000))
+  const samples = async () => parseSamples(await scrape(pgw.url))
+
+  beforeAll(async () => {
+    pgw = await startPushgateway()
+    env = await testEnv({ PUSHGATEWAY_URL: pgw.url, SWEEPER_EVENTS_PER_SIGNAL: '100', DISPATCH_MAX_CONCURRENCY: '4', METRICS_STALE_GROUP_SECONDS: '2', METRICS_INSTANCE: 'sweeper-env' })
+  })
+  afterAll(async () => {
+    await env.close()
+    await pgw.stop()
+  })
+  beforeEach(async () => {
+    await deps().db.query('DELETE FROM actions_event; DELETE FROM actions_schema')
+    await env.queue.drain()
+  })
+
+  it('re-drives what no signal will wake: lost signals, expired leases, far retries that came due', async () => {
+    for (const p of ['idle', 'lost', 'lease', 'far', 'big', 'future']) await schemaFor(deps(), p, { t: { url: 'http://127.0.0.1:9' } })
+    await enqueueMany(deps(), 'lost', 'to_t', 3)
+    const [leased] = await enqueueMany(deps(), 'lease', 'to_t', 1)
+    await deps().db.query(`UPDATE actions_event SET state = 'processing', visible_at = now() - interval '1 second' WHERE id = $1`, [leased])
+    const [far] = await enqueueMany(deps(), 'far', 'to_t', 1)
+    await deps().db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 5, visible_at = now() - interval '1 second' WHERE id = $1`, [far])
+    await enqueueMany(deps(), 'big', 'to_t', 1000)
+    const [later] = await enqueueMany(deps(), 'future', 'to_t', 1)
+    await deps().db.query(`UPDATE actions_event SET state = 'retrying', visible_at = now() + interval '1 hour' WHERE id = $1`, [later])
+    await env.queue.drain()
+
+    const res = await run()
+    expect(res.signals).toEqual({ lost: 1, lease: 1, far: 1, big: 4 })
+    const sent = (await env.queue.drain()).map(b => (b as { project: string }).project).sort()
+    expect(sent).toEqual(['big', 'big', 'big', 'big', 'far', 'lease', 'lost'])
+  })
+
+  it('pushes a heartbeat and exact backlog gauges per project, and drops a removed project', async () => {
+    await schemaFor(deps(), 'alpha', { t: { url: 'http://127.0.0.1:9' } })
+    await schemaFor(deps(), 'beta', { t: { url: 'http://127.0.0.1:9' } })
+    await enqueueMany(deps(), 'alpha', 'to_t', 5)
+    const retrying = await enqueueMany(deps(), 'alpha', 'to_t', 2)
+    await deps().db.query(`UPDATE actions_event SET state = 'retrying', visible_at = now() - interval '90 seconds' WHERE id = ANY($1)`, [retrying])
+    const failed = await enqueueMany(deps(), 'beta', 'to_t', 3)
+    await deps().db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() WHERE id = ANY($1)`, [failed])
+    const before = Date.now() / 1000
+
+    await run()
+    let s = await samples()
+    const value = (name: string, labels: Record<string, string>) =>
+      s.find(x => x.name === name && x.labels.job === 'contember_actions_sweeper' && Object.entries(labels).every(([k, v]) => x.labels[k] === v))?.value
+    expect(value('contember_actions_worker_heartbeat_timestamp_seconds', { contember_project: 'alpha' })).toBeGreaterThanOrEqual(Math.floor(before))
+    expect(value('contember_actions_worker_heartbeat_timestamp_seconds', { contember_project: 'beta' })).toBeGreaterThanOrEqual(Math.floor(before))
+    expect(value('contember_actions_due_events', { contember_project: 'alpha', state: 'created' })).toBe(5)
+    expect(value('contember_actions_due_events', { contember_project: 'alpha', state: 'retrying' })).toBe(2)
+    expect(value('contember_actions_due_events', { contember_project: 'beta', state: 'created' })).toBe(0)
+    expect(value('contember_actions_oldest_due_event_age_seconds', { contember_project: 'alpha' })).toBeGreaterThanOrEqual(89)
+    expect(value('contember_actions_oldest_due_event_age_seconds', { contember_project: 'alpha' })).toBeLessThan(120)
+    expect(value('contember_actions_failed_events', { contember_project: 'beta' })).toBe(3)
+
+    // beta disappears: its heartbeat series must go, as the seed's dispose() does.
+    await deps().db.query(`DELETE FROM actions_event WHERE project = 'beta'; DELETE FROM actions_schema WHERE project = 'beta'`)
+    await run()
+    s = await samples()
+    expect(value('contember_actions_worker_heartbeat_timestamp_seconds', { contember_project: 'alpha' })).toBeDefined()
+    expect(s.filter(x => x.labels.job === 'contember_actions_sweeper' && x.labels.contember_project === 'beta')).toEqual([])
+  })
+
+  it('deletes counter groups that stopped pushing, keeping fresh ones', async () => {
+    const metrics = createMetrics()
+    metrics.forProject('x').succeeded(1)
+    const push = (instance: string) => pushRegistry(pgw.url, metrics.registry, { job: 'contember_actions', instance }, { replace: false, timeoutMs: 2000 })
+    await push('dead-env')
+    await new Promise(r => setTimeout(r, 2_500))
+    await push('live-env')
+    const res = await run()
+    expect(res.deletedGroups).toBe(1)
+    const instances = new Set((await samples()).filter(x => x.labels.job === 'contember_actions').map(x => x.labels.instance))
+    expect(instances.has('dead-env')).toBe(false)
+    expect(instances.has('live-env')).toBe(true)
+  })
+
+  it('deletes old succeeded and stopped events in bounded batches, keeping failed ones unless told', async () => {
+    await schemaFor(deps(), 'ret', { t: { url: 'http://127.0.0.1:9' } })
+    const ids = await enqueueMany(deps(), 'ret', 'to_t', 30)
+    await deps().db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(0, 20)])
+    await deps().db.query(`UPDATE actions_event SET state = 'stopped', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(20, 24)])
+    await deps().db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(24, 27)])
+    await deps().db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '1 day' WHERE id = ANY($1)`, [ids.slice(27)])
+    const small = createDeps(loadConfig({ ...envOf(env), RETENTION_BATCH_SIZE: '7' }), { db: deps().db, signals: deps().signals })
+    const res = await sweep(small, { remainingMs: () => 60_000 })
+    expect(res.deletedResolved).toBe(24)
+    const left = await deps().db.query(`SELECT state, count(*)::int AS n FROM actions_event WHERE project = 'ret' GROUP BY state ORDER BY state`)
+    expect(left.rows).toEqual([{ state: 'succeed', n: 3 }, { state: 'failed', n: 3 }])
+    const withFailed = createDeps(loadConfig({ ...envOf(env), RETENTION_INCLUDE_FAILED: 'true' }), { db: deps().db, signals: deps().signals })
+    expect((await sweep(withFailed, { remainingMs: () => 60_000 })).deletedResolved).toBe(3)
+  })
+})
+
+function envOf(env: TestEnv): Record<string, string> {
+  const c = env.runtime.deps.config
+  return { DATABASE_URL: c.DATABASE_URL, SIGNAL_QUEUE_URL: c.SIGNAL_QUEUE_URL }
+}
