@@ -1,0 +1,330 @@
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import { execFile } from 'node:child_process'
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { inflateRawSync } from 'node:zlib'
+import { configSchema, loadConfig } from '../../lib/config.js'
+
+// Packages serverless.yml exactly as `npm run package` does and checks the CloudFormation template
+// and the artifacts it produced: what would be deployed, without deploying it.
+
+const run = promisify(execFile)
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
+const FUNCTIONS = ['enqueue', 'dispatch', 'sweeper'] as const
+const PACKAGE_TIMEOUT_MS = 180_000
+
+type Ref = { Ref: string }
+type GetAtt = { 'Fn::GetAtt': [string, string] }
+
+/** The parts of resource properties this test reads; the template is JSON, so this is a reading aid, not a guarantee. */
+interface Props {
+  FunctionName?: unknown
+  Handler?: string
+  Runtime?: string
+  Architectures?: string[]
+  Timeout?: number
+  Environment?: { Variables: Record<string, unknown> }
+  Code?: { S3Key: string }
+  VpcConfig?: unknown
+  BatchSize?: number
+  MaximumBatchingWindowInSeconds?: number
+  FunctionResponseTypes?: string[]
+  ScalingConfig?: { MaximumConcurrency?: number }
+  EventSourceArn?: unknown
+  VisibilityTimeout?: number
+  MessageRetentionPeriod?: number
+  RedrivePolicy?: { deadLetterTargetArn: unknown; maxReceiveCount: number }
+  ScheduleExpression?: string
+  State?: string
+  Targets?: { Arn: unknown }[]
+  Principal?: string
+  Namespace?: string
+  MetricName?: string
+  Dimensions?: { Name: string; Value: unknown }[]
+  Threshold?: number
+  ComparisonOperator?: string
+  Policies?: { PolicyDocument: { Statement: Statement[] } }[]
+  ManagedPolicyArns?: unknown[]
+}
+interface Resource { Type: string; Properties?: Props }
+interface Template { Resources: Record<string, Resource>; Outputs?: Record<string, unknown> }
+interface Statement {
+  Effect: string
+  Action: string | string[]
+  Resource: unknown
+  Condition?: Record<string, Record<string, unknown>>
+}
+
+type Packaged = { dir: string; template: Template }
+
+let root: string
+let base: Packaged
+let withCloudWatch: Packaged
+
+/** Runs `osls package` into `dir` with no AWS credentials at all: packaging must work offline. */
+async function packageStack(dir: string, params: string[] = []): Promise<Packaged> {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_DEFAULT_PROFILE']) delete env[name]
+  env.AWS_SHARED_CREDENTIALS_FILE = join(root, 'no-credentials')
+  env.AWS_CONFIG_FILE = join(root, 'no-config')
+  try {
+    await run('npx', ['osls', 'package', '--stage', 'dev', '--package', dir, ...params.map(p => `--param=${p}`)], {
+      cwd: repoRoot,
+      env,
+      timeout: PACKAGE_TIMEOUT_MS,
+      maxBuffer: 16 * 1024 * 1024,
+    })
+  } catch (error) {
+    // execFile's error carries the output; without it a packaging failure is undiagnosable.
+    const out = error instanceof Error && 'stdout' in error ? `\n${String(error.stdout)}\n${String('stderr' in error ? error.stderr : '')}` : ''
+    throw new Error(`osls package failed${out}`, { cause: error })
+  }
+  const template: Template = JSON.parse(await readFile(join(dir, 'cloudformation-template-update-stack.json'), 'utf8'))
+  return { dir, template }
+}
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'actions-package-'))
+  // One after the other: serverless-esbuild builds in the repository's .esbuild/ folder.
+  base = await packageStack(join(root, 'default'))
+  withCloudWatch = await packageStack(join(root, 'cloudwatch'), ['cloudwatchMetrics=true'])
+}, 2 * PACKAGE_TIMEOUT_MS)
+
+afterAll(async () => {
+  if (root) await rm(root, { recursive: true, force: true })
+})
+
+const ref = (logicalId: string): Ref => ({ Ref: logicalId })
+const getAtt = (logicalId: string, attribute: string): GetAtt => ({ 'Fn::GetAtt': [logicalId, attribute] })
+const logicalIdOf = (fn: string) => `${fn[0]!.toUpperCase()}${fn.slice(1)}LambdaFunction`
+
+function resource(t: Template, logicalId: string): Props {
+  const r = t.Resources[logicalId]
+  if (!r?.Properties) throw new Error(`template has no resource ${logicalId}`)
+  return r.Properties
+}
+
+function ofType(t: Template, type: string): [string, Props][] {
+  const found: [string, Props][] = []
+  for (const [id, r] of Object.entries(t.Resources)) if (r.Type === type) found.push([id, r.Properties ?? {}])
+  return found
+}
+
+function roleStatements(t: Template): Statement[] {
+  return (resource(t, 'IamRoleLambdaExecution').Policies ?? []).flatMap(p => p.PolicyDocument.Statement)
+}
+
+const actionsOf = (s: Statement) => (Array.isArray(s.Action) ? s.Action : [s.Action])
+const asList = (v: unknown): unknown[] => (Array.isArray(v) ? v : [v])
+
+function num(v: unknown, what: string): number {
+  if (typeof v !== 'number') throw new Error(`${what}: expected a number, got ${JSON.stringify(v)}`)
+  return v
+}
+
+/** Entries of a zip archive, read through its central directory (sizes there are always right). */
+function unzip(buf: Buffer): Map<string, Buffer> {
+  let eocd = buf.length - 22
+  while (eocd >= 0 && buf.readUInt32LE(eocd) !== 0x06054b50) eocd--
+  if (eocd < 0) throw new Error('not a zip archive')
+  const entries = new Map<string, Buffer>()
+  let at = buf.readUInt32LE(eocd + 16)
+  for (let i = buf.readUInt16LE(eocd + 10); i > 0; i--) {
+    if (buf.readUInt32LE(at) !== 0x02014b50) throw new Error('corrupt zip central directory')
+    const method = buf.readUInt16LE(at + 10)
+    const size = buf.readUInt32LE(at + 20)
+    const nameLength = buf.readUInt16LE(at + 28)
+    const next = at + 46 + nameLength + buf.readUInt16LE(at + 30) + buf.readUInt16LE(at + 32)
+    const name = buf.toString('utf8', at + 46, at + 46 + nameLength)
+    const local = buf.readUInt32LE(at + 42)
+    const start = local + 30 + buf.readUInt16LE(local + 26) + buf.readUInt16LE(local + 28)
+    const data = buf.subarray(start, start + size)
+    if (method !== 0 && method !== 8) throw new Error(`zip entry ${name}: unsupported compression ${method}`)
+    entries.set(name, method === 8 ? inflateRawSync(data) : data)
+    at = next
+  }
+  return entries
+}
+
+describe('osls package --stage dev', () => {
+  it('defines the three functions on nodejs22.x / arm64 with their handlers', () => {
+    const fns = ofType(base.template, 'AWS::Lambda::Function')
+    expect(fns.map(([id]) => id).sort()).toEqual(FUNCTIONS.map(logicalIdOf).sort())
+    for (const fn of FUNCTIONS) {
+      const p = resource(base.template, logicalIdOf(fn))
+      expect(p.FunctionName).toBe(`contember-actions-dev-${fn}`)
+      expect(p.Runtime).toBe('nodejs22.x')
+      expect(p.Architectures).toEqual(['arm64'])
+      expect(p.Handler).toBe(`functions/${fn}.handler`)
+      expect(p.VpcConfig).toBeUndefined()
+    }
+  })
+
+  it('builds one zip per function holding an ES module bundle that loads', async () => {
+    for (const fn of FUNCTIONS) {
+      const key = resource(base.template, logicalIdOf(fn)).Code?.S3Key ?? ''
+      expect(key.endsWith(`/${fn}.zip`)).toBe(true)
+      const zipPath = join(base.dir, `${fn}.zip`)
+      expect((await stat(zipPath)).size).toBeGreaterThan(0)
+      const entries = unzip(await readFile(zipPath))
+      // package.individually: each function carries its own bundle (and source map), nothing of
+      // the others, and no node_modules (everything is bundled).
+      const names = [...entries.keys()]
+      expect(names).toContain(`functions/${fn}.mjs`)
+      expect(names).toContain(`functions/${fn}.mjs.map`)
+      for (const other of FUNCTIONS.filter(f => f !== fn)) expect(names).not.toContain(`functions/${other}.mjs`)
+      expect(names.filter(n => n.startsWith('node_modules/'))).toEqual([])
+      // Importing the bundle in a plain Node process catches ESM/CommonJS interop breakage
+      // (e.g. "Dynamic require of ... is not supported") that only shows at cold start.
+      const out = join(root, 'unzipped', fn)
+      for (const [name, data] of entries) {
+        await mkdir(dirname(join(out, name)), { recursive: true })
+        await writeFile(join(out, name), data)
+      }
+      // The function's own environment, as Lambda would set it (CloudFormation references and
+      // the SSM-held URL replaced by stand-ins), in case a module reads it at import time.
+      const vars = resource(base.template, logicalIdOf(fn)).Environment?.Variables ?? {}
+      const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '', AWS_REGION: 'eu-central-1' }
+      for (const [name, value] of Object.entries(vars)) if (typeof value === 'string') env[name] = value
+      env.SIGNAL_QUEUE_URL = 'https://sqs.eu-central-1.amazonaws.com/123456789012/contember-actions-dev-signal'
+      env.DATABASE_URL = 'postgres://actions@127.0.0.1:9/actions'
+      const probe = 'const m = await import(process.argv[1]); if (typeof m.handler !== "function") throw new Error("no handler export")'
+      await run(process.execPath, ['--input-type=module', '-e', probe, join(out, 'functions', `${fn}.mjs`)], { env, timeout: 30_000 })
+    }
+  })
+
+  it('drives dispatch from the signal queue with partial batch failures and bounded concurrency', () => {
+    const mappings = ofType(base.template, 'AWS::Lambda::EventSourceMapping')
+    expect(mappings).toHaveLength(1)
+    const [, m] = mappings[0]!
+    expect(m.FunctionName).toEqual(getAtt('DispatchLambdaFunction', 'Arn'))
+    expect(m.EventSourceArn).toEqual(getAtt('SignalQueue', 'Arn'))
+    expect(m.BatchSize).toBe(10)
+    expect(num(m.MaximumBatchingWindowInSeconds, 'MaximumBatchingWindowInSeconds')).toBeGreaterThanOrEqual(1)
+    expect(m.FunctionResponseTypes).toEqual(['ReportBatchItemFailures'])
+    const maxConcurrency = num(m.ScalingConfig?.MaximumConcurrency, 'MaximumConcurrency')
+    expect(maxConcurrency).toBe(4)
+    // The code's idea of the concurrency comes from the same param.
+    const env = resource(base.template, 'DispatchLambdaFunction').Environment?.Variables ?? {}
+    expect(env.DISPATCH_MAX_CONCURRENCY).toBe(String(maxConcurrency))
+  })
+
+  it('gives the signal queue a visibility timeout of at least 6x the dispatch timeout and a DLQ', () => {
+    const dispatchTimeout = num(resource(base.template, 'DispatchLambdaFunction').Timeout, 'dispatch Timeout')
+    const queue = resource(base.template, 'SignalQueue')
+    expect(num(queue.VisibilityTimeout, 'VisibilityTimeout')).toBeGreaterThanOrEqual(6 * dispatchTimeout)
+    expect(queue.RedrivePolicy?.deadLetterTargetArn).toEqual(getAtt('SignalDeadLetterQueue', 'Arn'))
+    expect(num(queue.RedrivePolicy?.maxReceiveCount, 'maxReceiveCount')).toBeGreaterThanOrEqual(5)
+    expect(resource(base.template, 'SignalDeadLetterQueue').MessageRetentionPeriod).toBe(14 * 24 * 3600)
+  })
+
+  it('runs the sweeper every minute from an EventBridge rule', () => {
+    const rules = ofType(base.template, 'AWS::Events::Rule')
+    expect(rules).toHaveLength(1)
+    const [ruleId, rule] = rules[0]!
+    expect(rule.ScheduleExpression).toBe('rate(1 minute)')
+    expect(rule.State).toBe('ENABLED')
+    expect(rule.Targets?.map(t => t.Arn)).toEqual([getAtt('SweeperLambdaFunction', 'Arn')])
+    expect(ofType(base.template, 'AWS::Scheduler::Schedule')).toHaveLength(0)
+    const permissions = ofType(base.template, 'AWS::Lambda::Permission').map(([, p]) => p)
+    expect(permissions).toContainEqual(expect.objectContaining({
+      FunctionName: getAtt('SweeperLambdaFunction', 'Arn'),
+      Principal: 'events.amazonaws.com',
+      SourceArn: getAtt(ruleId, 'Arn'),
+    }))
+  })
+
+  it('grants least privilege: SendMessage on the signal queue only, no wildcard actions', () => {
+    const statements = roleStatements(base.template)
+    for (const s of statements) {
+      for (const action of actionsOf(s)) expect(action, JSON.stringify(s)).not.toContain('*')
+    }
+    const send = statements.filter(s => actionsOf(s).includes('sqs:SendMessage'))
+    expect(send).toHaveLength(1)
+    expect(actionsOf(send[0]!)).toEqual(['sqs:SendMessage'])
+    expect(asList(send[0]!.Resource)).toEqual([getAtt('SignalQueue', 'Arn')])
+    // Every SQS permission, the event source's included, is on the signal queue alone.
+    for (const s of statements.filter(s => actionsOf(s).some(a => a.startsWith('sqs:')))) {
+      expect(asList(s.Resource)).toEqual([getAtt('SignalQueue', 'Arn')])
+    }
+    expect(statements.flatMap(actionsOf)).not.toContain('cloudwatch:PutMetricData')
+    // No VPC, hence no ENI-management managed policy either.
+    expect(resource(base.template, 'IamRoleLambdaExecution').ManagedPolicyArns).toBeUndefined()
+  })
+
+  it('allows reading exactly the database-URL parameter', () => {
+    const statements = roleStatements(base.template)
+    const get = statements.filter(s => actionsOf(s).some(a => a.startsWith('ssm:')))
+    expect(get).toHaveLength(1)
+    expect(actionsOf(get[0]!)).toEqual(['ssm:GetParameter'])
+    expect(JSON.stringify(get[0]!.Resource)).toContain(':parameter/contember-actions/dev/database-url"')
+    const decrypt = statements.filter(s => actionsOf(s).some(a => a.startsWith('kms:')))
+    expect(decrypt).toHaveLength(1)
+    expect(actionsOf(decrypt[0]!)).toEqual(['kms:Decrypt'])
+    const condition = decrypt[0]!.Condition?.StringEquals ?? {}
+    expect(Object.keys(condition).sort()).toEqual(['kms:EncryptionContext:PARAMETER_ARN', 'kms:ViaService'])
+  })
+
+  it('grants cloudwatch:PutMetricData, scoped to the namespace, only with cloudwatchMetrics=true', () => {
+    const put = roleStatements(withCloudWatch.template).filter(s => actionsOf(s).includes('cloudwatch:PutMetricData'))
+    expect(put).toHaveLength(1)
+    expect(actionsOf(put[0]!)).toEqual(['cloudwatch:PutMetricData'])
+    expect(put[0]!.Condition).toEqual({ StringEquals: { 'cloudwatch:namespace': 'Contember/Actions' } })
+    for (const fn of FUNCTIONS) {
+      const env = resource(withCloudWatch.template, logicalIdOf(fn)).Environment?.Variables ?? {}
+      expect(env.CLOUDWATCH_METRICS).toBe('true')
+      expect(env.CLOUDWATCH_NAMESPACE).toBe('Contember/Actions')
+    }
+  })
+
+  it('alarms on a non-empty DLQ and on dispatch errors', () => {
+    const alarms = ofType(base.template, 'AWS::CloudWatch::Alarm').map(([, a]) => a)
+    expect(alarms).toContainEqual(expect.objectContaining({
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [{ Name: 'QueueName', Value: getAtt('SignalDeadLetterQueue', 'QueueName') }],
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    }))
+    expect(alarms).toContainEqual(expect.objectContaining({
+      Namespace: 'AWS/Lambda',
+      MetricName: 'Errors',
+      Dimensions: [{ Name: 'FunctionName', Value: ref('DispatchLambdaFunction') }],
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    }))
+  })
+
+  it('passes configuration the functions accept, and no secret', () => {
+    const known = new Set([...Object.keys(configSchema.shape), 'DATABASE_URL_SSM_PARAMETER', 'NODE_OPTIONS'])
+    for (const fn of FUNCTIONS) {
+      const vars = resource(base.template, logicalIdOf(fn)).Environment?.Variables ?? {}
+      expect(vars.SIGNAL_QUEUE_URL).toEqual(ref('SignalQueue'))
+      // The secret is fetched at cold start; the template carries only the parameter's name.
+      expect(vars).not.toHaveProperty('DATABASE_URL')
+      expect(vars.DATABASE_URL_SSM_PARAMETER).toBe('/contember-actions/dev/database-url')
+      // A misspelt variable would be silently ignored by the config loader.
+      for (const name of Object.keys(vars)) expect(known, `${fn}: unknown variable ${name}`).toContain(name)
+      // The deployed values pass the same validation as a cold start (with the URLs resolved).
+      const strings = Object.fromEntries(Object.entries(vars).filter((e): e is [string, string] => typeof e[1] === 'string'))
+      expect(() => loadConfig({
+        ...strings,
+        DATABASE_URL: 'postgres://actions@db.internal:5432/actions',
+        SIGNAL_QUEUE_URL: 'https://sqs.eu-central-1.amazonaws.com/123456789012/contember-actions-dev-signal',
+      })).not.toThrow()
+    }
+    // Nowhere in the template: a connection URL with a password, or anything secret-looking.
+    const text = JSON.stringify(base.template)
+    expect(text).not.toMatch(/[a-z][a-z0-9+.-]*:\/\/[^/\s"@:]+:[^/\s"@]+@/i)
+    expect(text).not.toMatch(/postgres(ql)?:\/\//i)
+    expect(text).not.toMatch(/"[A-Z_]*(PASSWORD|SECRET|TOKEN)[A-Z_]*"\s*:/)
+  })
+
+  it('outputs what callers and operators need', () => {
+    expect(base.template.Outputs).toHaveProperty('EnqueueFunctionName')
+    expect(base.template.Outputs).toHaveProperty('SignalQueueUrl')
+  })
+})
