@@ -8,19 +8,33 @@ export type ProjectBacklog = {
   failed: number
 }
 
+export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n, extract(epoch FROM now() - min(visible_at))::float8 AS oldest_s
+  FROM actions_event
+  WHERE state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+  GROUP BY project, state`
+
+export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`
+
+/** The retention batch: $1 days, $2 rows at most. Literal state lists let the planner match the partial index. */
+export function deleteResolvedSql(includeFailed: boolean): string {
+  const states = includeFailed ? `'succeed', 'stopped', 'failed'` : `'succeed', 'stopped'`
+  // ANY(ARRAY(…)) makes the batch a list of primary keys; "id IN (subquery)" lets the planner
+  // hash-join against a scan of the whole table.
+  return `DELETE FROM actions_event WHERE id = ANY(ARRAY(
+    SELECT id FROM actions_event
+    WHERE state IN (${states}) AND resolved_at < now() - $1 * interval '1 day'
+    ORDER BY resolved_at
+    LIMIT $2))`
+}
+
 /**
  * Reads every project's exact backlog. Both statements stay on partial indexes (due states; failed),
  * so resolved history, however large, is never scanned.
  */
 export async function readBacklog(db: Queryable): Promise<Map<string, ProjectBacklog>> {
   const [due, failed] = await Promise.all([
-    db.query<{ project: string; state: 'created' | 'retrying' | 'processing'; n: string; oldest_s: number | null }>(
-      `SELECT project, state, count(*) AS n, extract(epoch FROM now() - min(visible_at))::float8 AS oldest_s
-       FROM actions_event
-       WHERE state IN ('created', 'retrying', 'processing') AND visible_at <= now()
-       GROUP BY project, state`),
-    db.query<{ project: string; n: string }>(
-      `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`),
+    db.query<{ project: string; state: 'created' | 'retrying' | 'processing'; n: string; oldest_s: number | null }>(DUE_BACKLOG_SQL),
+    db.query<{ project: string; n: string }>(FAILED_COUNT_SQL),
   ])
   const out = new Map<string, ProjectBacklog>()
   const get = (project: string) => {
@@ -39,15 +53,6 @@ export async function readBacklog(db: Queryable): Promise<Map<string, ProjectBac
 
 /** Deletes up to `limit` resolved events older than `days`, oldest first; returns how many it deleted. */
 export async function deleteResolved(db: Queryable, days: number, includeFailed: boolean, limit: number): Promise<number> {
-  // Literal state lists, so the planner can match the partial index on resolved events.
-  const states = includeFailed ? `'succeed', 'stopped', 'failed'` : `'succeed', 'stopped'`
-  const { rowCount } = await db.query(
-    `DELETE FROM actions_event WHERE id IN (
-       SELECT id FROM actions_event
-       WHERE state IN (${states}) AND resolved_at < now() - $1 * interval '1 day'
-       ORDER BY resolved_at
-       LIMIT $2)`,
-    [days, limit],
-  )
+  const { rowCount } = await db.query(deleteResolvedSql(includeFailed), [days, limit])
   return rowCount ?? 0
 }

@@ -4,7 +4,7 @@ import type { EventRow } from './events.js'
 /** What the claim needs to know of each target the schema defines. */
 export type TargetClaimConfig = { name: string; batchSize: number; leaseMs: number }
 
-/** Events of one target claimed together, most urgent first; `lease` fences the recording of their outcomes. */
+/** Events of one target claimed together, most urgent first; each row's `visible_at` is its lease, the fencing token of its record. */
 export type ClaimedBatch = { target: string; events: EventRow[] }
 
 export type ClaimResult = {
@@ -15,6 +15,49 @@ export type ClaimResult = {
 
 const EVENT_COLUMNS = `e.id, e.project, e.transaction_id, e.created_at, e.resolved_at, e.visible_at, e.num_retries, e.state,
   e.last_state_change, e.stage, e.schema_version, e.target, e.trigger, e.priority, e.payload, e.identity_id, e.ip_address, e.user_agent`
+
+/** $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most. */
+export const CLAIM_SQL = `WITH cfg AS (
+    SELECT * FROM unnest($2::text[], $3::int[], $4::int[]) AS c(target, batch_size, lease_ms)
+  ),
+  candidates AS (
+    SELECT id, target, priority, visible_at
+    FROM actions_event
+    WHERE project = $1 AND state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+    ORDER BY priority DESC, visible_at
+    LIMIT $5
+    FOR NO KEY UPDATE SKIP LOCKED
+  ),
+  ranked AS (
+    SELECT c.id, c.target, cfg.batch_size, cfg.lease_ms,
+           row_number() OVER (ORDER BY c.priority DESC, c.visible_at, c.id) AS pos,
+           (row_number() OVER (PARTITION BY c.target ORDER BY c.priority DESC, c.visible_at, c.id) - 1) / coalesce(cfg.batch_size, 1) AS chunk
+    FROM candidates c LEFT JOIN cfg ON cfg.target = c.target
+  ),
+  batches AS (
+    SELECT target, chunk, min(pos) AS first_pos
+    FROM ranked WHERE batch_size IS NOT NULL
+    GROUP BY target, chunk
+    ORDER BY min(pos)
+    LIMIT $6
+  ),
+  picked AS (
+    SELECT r.id, r.pos, r.lease_ms, b.first_pos FROM ranked r JOIN batches b USING (target, chunk)
+    UNION ALL
+    SELECT r.id, r.pos, NULL, NULL FROM ranked r WHERE r.batch_size IS NULL
+  )
+  UPDATE actions_event e SET
+    state = CASE WHEN p.first_pos IS NULL THEN 'failed' ELSE 'processing' END::actions_event_state,
+    visible_at = CASE WHEN p.first_pos IS NULL THEN e.visible_at
+                      ELSE date_trunc('milliseconds', now() + p.lease_ms * interval '1 millisecond') END,
+    resolved_at = CASE WHEN p.first_pos IS NULL THEN now() ELSE e.resolved_at END,
+    log = CASE WHEN p.first_pos IS NULL
+               THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'Target ' || e.target || ' not found', 'durationMs', 0))
+               ELSE e.log END,
+    last_state_change = now()
+  FROM picked p
+  WHERE e.id = p.id
+  RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos`
 
 /**
  * Claims up to `maxBatches` batches of a project's due events in one statement, as if taken one by one:
@@ -28,47 +71,7 @@ const EVENT_COLUMNS = `e.id, e.project, e.transaction_id, e.created_at, e.resolv
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number): Promise<ClaimResult> {
   const window = maxBatches * Math.max(1, ...targets.map(t => t.batchSize))
   const { rows } = await db.query<EventRow & { first_pos: string | null; pos: string }>(
-    `WITH cfg AS (
-       SELECT * FROM unnest($2::text[], $3::int[], $4::int[]) AS c(target, batch_size, lease_ms)
-     ),
-     candidates AS (
-       SELECT id, target, priority, visible_at
-       FROM actions_event
-       WHERE project = $1 AND state IN ('created', 'retrying', 'processing') AND visible_at <= now()
-       ORDER BY priority DESC, visible_at
-       LIMIT $5
-       FOR NO KEY UPDATE SKIP LOCKED
-     ),
-     ranked AS (
-       SELECT c.id, c.target, cfg.batch_size, cfg.lease_ms,
-              row_number() OVER (ORDER BY c.priority DESC, c.visible_at, c.id) AS pos,
-              (row_number() OVER (PARTITION BY c.target ORDER BY c.priority DESC, c.visible_at, c.id) - 1) / coalesce(cfg.batch_size, 1) AS chunk
-       FROM candidates c LEFT JOIN cfg ON cfg.target = c.target
-     ),
-     batches AS (
-       SELECT target, chunk, min(pos) AS first_pos
-       FROM ranked WHERE batch_size IS NOT NULL
-       GROUP BY target, chunk
-       ORDER BY min(pos)
-       LIMIT $6
-     ),
-     picked AS (
-       SELECT r.id, r.pos, r.lease_ms, b.first_pos FROM ranked r JOIN batches b USING (target, chunk)
-       UNION ALL
-       SELECT r.id, r.pos, NULL, NULL FROM ranked r WHERE r.batch_size IS NULL
-     )
-     UPDATE actions_event e SET
-       state = CASE WHEN p.first_pos IS NULL THEN 'failed' ELSE 'processing' END::actions_event_state,
-       visible_at = CASE WHEN p.first_pos IS NULL THEN e.visible_at
-                         ELSE date_trunc('milliseconds', now() + p.lease_ms * interval '1 millisecond') END,
-       resolved_at = CASE WHEN p.first_pos IS NULL THEN now() ELSE e.resolved_at END,
-       log = CASE WHEN p.first_pos IS NULL
-                  THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'Target ' || e.target || ' not found', 'durationMs', 0))
-                  ELSE e.log END,
-       last_state_change = now()
-     FROM picked p
-     WHERE e.id = p.id
-     RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos`,
+    CLAIM_SQL,
     [project, targets.map(t => t.name), targets.map(t => t.batchSize), targets.map(t => t.leaseMs), window, maxBatches],
   )
   const unknownTarget: EventRow[] = []

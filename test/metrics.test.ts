@@ -1,0 +1,126 @@
+import type { SQSEvent } from 'aws-lambda'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createHandler as createDispatch } from '../functions/dispatch.js'
+import { createHandler as createEnqueue } from '../functions/enqueue.js'
+import { loadConfig } from '../lib/config.js'
+import { closeDeps, createDeps } from '../lib/deps.js'
+import { createCounterPusher } from '../lib/metrics-push.js'
+import { createMetrics } from '../lib/metrics.js'
+import { createContext } from './helpers/lambda.js'
+import { parseSamples, sumByProject } from './helpers/prom.js'
+import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from './helpers/pushgateway.js'
+import { startReceiver, type Receiver } from './helpers/receiver.js'
+import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
+import { schemaFor } from './helpers/events.js'
+import { createPayload, TX } from './fixtures/schemas.js'
+
+describe('metric series', () => {
+  it('creates no series for zero increments and observes delivery durations per project', async () => {
+    const m = createMetrics()
+    const p = m.forProject('quiet')
+    p.succeeded(0)
+    p.failed(0)
+    p.deliveryAttemptFailed(0)
+    p.enqueued(0)
+    expect(await m.registry.metrics()).not.toContain('quiet')
+    p.deliveryDuration(0.03)
+    const text = await m.registry.metrics()
+    expect(text).toContain('contember_actions_delivery_duration_seconds_count{contember_project="quiet"} 1')
+    expect(text).toContain('contember_actions_delivery_duration_seconds_bucket{le="0.05",contember_project="quiet"} 1')
+  })
+
+  it('keeps the seed\'s names and help texts', async () => {
+    const json = await createMetrics().registry.getMetricsAsJSON()
+    const help = Object.fromEntries(json.map(m => [m.name, m.help]))
+    expect(help.contember_actions_events_enqueued_total).toBe('Total number of action events written to the queue (inflow), by contember_project.')
+    expect(help.contember_actions_events_succeeded_total).toBe('Total number of action events delivered successfully, by contember_project.')
+    expect(help.contember_actions_delivery_attempts_failed_total).toBe('Total number of failed webhook delivery attempts (including attempts that will be retried), by contember_project.')
+    expect(help.contember_actions_events_failed_total).toBe('Total number of action events that reached a terminal failed state (retries exhausted or unknown target), by contember_project.')
+    expect(help.contember_actions_worker_crashed_total).toBe('Total number of dispatch-loop crashes per contember_project (each is auto-restarted by the supervisor).')
+  })
+})
+
+describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('counters across execution environments', () => {
+  let env: TestEnv
+  let pgw: RunningPushgateway
+  let rx: Receiver
+
+  beforeAll(async () => {
+    pgw = await startPushgateway()
+    rx = await startReceiver()
+    env = await testEnv({ PUSHGATEWAY_URL: pgw.url })
+  })
+  afterAll(async () => {
+    await rx.close()
+    await env.close()
+    await pgw.stop()
+  })
+
+  it('sum to what the database says happened', async () => {
+    // Every third request fails, so some events retry and some fail for good.
+    let call = 0
+    rx.respond((_, res) => { res.statusCode = ++call % 3 === 0 ? 500 : 200; res.end() })
+    for (const p of ['m1', 'm2']) await schemaFor(env.runtime.deps, p, { t: { url: rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
+    // Three simulated Lambda execution environments: own registry, own pool, own grouping key.
+    const environments = await Promise.all([1, 2, 3].map(async i => {
+      const config = loadConfig({ ...Object.fromEntries(Object.entries(env.runtime.deps.config).map(([k, v]) => [k, String(v ?? '')])), METRICS_INSTANCE: `env-${i}` })
+      const deps = createDeps(config, { sqs: env.queue.client })
+      const runtime = { deps, pusher: createCounterPusher(config, deps.metrics, deps.log) }
+      return { deps, enqueue: createEnqueue(() => runtime), dispatch: createDispatch(() => runtime) }
+    }))
+    const signal = (project: string): SQSEvent => ({ Records: [{ messageId: project, receiptHandle: 'r', body: JSON.stringify({ project }), attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 's', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn', awsRegion: 'us-east-1' }] })
+    try {
+      for (let round = 0; round < 3; round++) {
+        for (const [i, e] of environments.entries()) {
+          const project = i % 2 === 0 ? 'm1' : 'm2'
+          await e.enqueue({ project, transactionId: TX, events: Array.from({ length: 10 }, (_, j) => ({ trigger: 'to_t', payload: createPayload(j) })) }, createContext())
+          await e.dispatch(signal(project), createContext())
+        }
+        await new Promise(r => setTimeout(r, 5))
+        // Retries become due after 1 ms; any environment may pick them up.
+        for (const [i, e] of environments.entries()) await e.dispatch(signal(i % 2 === 0 ? 'm2' : 'm1'), createContext())
+      }
+    } finally {
+      await Promise.all(environments.map(e => closeDeps(e.deps)))
+    }
+    const samples = parseSamples(await scrape(pgw.url)).filter(s => s.labels.job === 'contember_actions')
+    expect(new Set(samples.map(s => s.labels.instance))).toEqual(new Set(['env-1', 'env-2', 'env-3']))
+    const { rows } = await env.db.pool.query(`
+      SELECT project,
+             count(*)::int AS enqueued,
+             (count(*) FILTER (WHERE state = 'succeed'))::int AS succeeded,
+             (count(*) FILTER (WHERE state = 'failed'))::int AS failed,
+             coalesce(sum(jsonb_array_length(log)), 0)::int AS attempts_failed
+      FROM actions_event GROUP BY project ORDER BY project`)
+    const db = Object.fromEntries(rows.map(r => [r.project, r]))
+    for (const [metric, column] of [
+      ['contember_actions_events_enqueued_total', 'enqueued'],
+      ['contember_actions_events_succeeded_total', 'succeeded'],
+      ['contember_actions_events_failed_total', 'failed'],
+      ['contember_actions_delivery_attempts_failed_total', 'attempts_failed'],
+    ] as const) {
+      const sums = sumByProject(samples, metric)
+      for (const p of ['m1', 'm2']) expect(sums[p] ?? 0, `${metric} of ${p}`).toBe(db[p][column])
+    }
+    expect(db.m1.enqueued + db.m2.enqueued).toBe(90)
+    expect(db.m1.failed + db.m2.failed).toBeGreaterThan(0)
+  })
+
+  it('does not fail an invocation when the Pushgateway is unreachable, and counts the failed push', async () => {
+    const config = loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500' })
+    const deps = createDeps(config, { sqs: env.queue.client })
+    const runtime = { deps, pusher: createCounterPusher(config, deps.metrics, deps.log) }
+    const logs = captureLogs()
+    try {
+      const res = await createEnqueue(() => runtime)({ project: 'm1', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, createContext())
+      expect(res.eventIds).toHaveLength(1)
+    } finally {
+      logs.restore()
+      await closeDeps(deps)
+    }
+    expect(logs.records().filter(r => r.msg === 'Could not push metrics to the Pushgateway')).toHaveLength(1)
+    expect(logs.lines.join('\n')).not.toContain('127.0.0.1:9')
+    const pushFailed = (await deps.metrics.registry.getMetricsAsJSON()).find(m => m.name === 'contember_actions_metrics_push_failed_total')
+    expect(pushFailed?.values[0]?.value).toBe(1)
+  })
+})

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLAIM_SQL } from '../lib/db/claim.js'
+import { deleteResolvedSql, DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../lib/db/backlog.js'
+import { freshDatabase } from './helpers/db.js'
+
+// 100 projects and a million resolved rows: the sweeper's statements must stay on partial indexes.
+let db: Awaited<ReturnType<typeof freshDatabase>>
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  await db.pool.query(`
+    INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, visible_at)
+    SELECT gen_random_uuid(), 'p' || (i % 100), gen_random_uuid(), 1, 't', 'x', '{}'::jsonb,
+           (CASE WHEN i % 50 = 0 THEN 'failed' ELSE 'succeed' END)::actions_event_state,
+           now() - (i % 30) * interval '1 day', now() - interval '30 days'
+    FROM generate_series(1, 1000000) AS i`)
+  await db.pool.query(`
+    INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, visible_at)
+    SELECT gen_random_uuid(), 'p' || (i % 100), gen_random_uuid(), 1, 't', 'x', '{}'::jsonb,
+           (ARRAY['created', 'retrying', 'processing'])[1 + i % 3]::actions_event_state, now() - interval '1 minute'
+    FROM generate_series(1, 2000) AS i`)
+  await db.pool.query('ANALYZE actions_event')
+}, 240_000)
+afterAll(async () => { await db.drop() })
+
+async function plan(sql: string, params: unknown[] = []): Promise<string> {
+  const { rows } = await db.pool.query(`EXPLAIN ${sql}`, params)
+  return rows.map(r => r['QUERY PLAN']).join('\n')
+}
+
+describe('sweeper and claim statements at scale', () => {
+  it('read the due backlog from the partial due index, never scanning the table', async () => {
+    const p = await plan(DUE_BACKLOG_SQL)
+    expect(p).toContain('actions_event_due_idx')
+    expect(p).not.toMatch(/Seq Scan on actions_event/)
+  })
+
+  it('count failed events from the partial failed index', async () => {
+    const p = await plan(FAILED_COUNT_SQL)
+    expect(p).toContain('actions_event_failed_idx')
+    expect(p).not.toMatch(/Seq Scan on actions_event/)
+  })
+
+  it.each([false, true])('pick retention batches from the resolved index (failed included: %s)', async includeFailed => {
+    const p = await plan(deleteResolvedSql(includeFailed), [7, 5000])
+    expect(p).toContain('actions_event_resolved_idx')
+    expect(p).toContain('actions_event_pkey')
+    expect(p).not.toMatch(/Seq Scan on actions_event/)
+  })
+
+  it('claim from the due index', async () => {
+    const p = await plan(CLAIM_SQL, ['p1', ['t'], [50], [60_000], 400, 8])
+    expect(p).toContain('actions_event_due_idx')
+    expect(p).not.toMatch(/Seq Scan on actions_event/)
+  })
+})
