@@ -6,8 +6,9 @@ import { sweep } from '../lib/sweeper/sweep.js'
 /** Builds the sweeper handler over a runtime; the deployed one uses the cold-start runtime. */
 export const createHandler = (runtime: RuntimeSource) =>
   middy(async (_event: unknown, context: Context) => {
-    const { deps, pusher } = await runtime()
+    const { deps, pusher, cloudwatch } = await runtime()
     const result = await sweep(deps, { remainingMs: () => context.getRemainingTimeInMillis(), ownInstance: pusher.instance })
+    await cloudwatch?.putGauges(result.gauges)
     return { projects: result.projects.length, signals: result.signals, deletedResolved: result.deletedResolved, deletedGroups: result.deletedGroups }
   }).use(pushMetricsAfter(runtime))
 

@@ -1,7 +1,6 @@
 import { loadConfig } from '../../lib/config.js'
 import { closeDeps, createDeps } from '../../lib/deps.js'
-import type { Runtime } from '../../lib/lambda.js'
-import { createCounterPusher } from '../../lib/metrics-push.js'
+import { createRuntime, type Runtime } from '../../lib/lambda.js'
 import { setLogSink } from '../../lib/log.js'
 import { freshDatabase } from './db.js'
 import { startQueue, type TestQueue } from './sqs.js'
@@ -19,7 +18,7 @@ export async function testEnv(env: Record<string, string> = {}): Promise<TestEnv
   const queue = await startQueue()
   const config = loadConfig({ DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, LOG_LEVEL: 'debug', ...env })
   const deps = createDeps(config, { sqs: queue.client })
-  const runtime = { deps, pusher: createCounterPusher(config, deps.metrics, deps.log) }
+  const runtime = createRuntime(deps)
   return {
     runtime, queue, db,
     close: async () => {
