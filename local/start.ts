@@ -1,0 +1,93 @@
+// `npm start`: the three functions on embedded defaults. `npm run demo`: the same, plus a guided run.
+import { parseArgs } from 'node:util'
+import { runDemo } from './demo.js'
+import { startLocalStack } from './stack.js'
+
+const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval SECONDS] [--demo]
+
+Starts Postgres (embedded unless DATABASE_URL is set), an SQS emulator (unless SIGNAL_QUEUE_URL is
+set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C stops everything.
+  --port N              HTTP port of the enqueue endpoint (default 3000; 0 picks a free one)
+  --data-dir DIR        keep the embedded Postgres cluster in DIR across restarts
+  --sweep-interval S    seconds between sweeper runs (default 60, as deployed)
+  --demo                load a sample schema, enqueue sample events to a flaky demo receiver,
+                        show deliveries, retries and the final counters, then exit (through the
+                        stack of a running "npm start" when one answers on PORT, else its own)`
+
+// Lambda runs Node 22; the SDK's notice about Node 20 says nothing about this project.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
+
+async function main(): Promise<number> {
+  let args
+  try {
+    args = parseArgs({ options: {
+      port: { type: 'string' }, 'data-dir': { type: 'string' }, 'sweep-interval': { type: 'string' }, demo: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+    } }).values
+  } catch (e) {
+    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n\n${USAGE}\n`)
+    return 2
+  }
+  if (args.help) {
+    process.stdout.write(USAGE + '\n')
+    return 0
+  }
+  const port = args.port === undefined ? (args.demo ? 0 : Number(process.env.PORT ?? 3000)) : Number(args.port)
+  const sweepSeconds = Number(args['sweep-interval'] ?? (args.demo ? 5 : 60))
+  if (!Number.isInteger(port) || port < 0 || !(sweepSeconds > 0)) {
+    process.stderr.write(`--port takes a port number and --sweep-interval a positive number of seconds\n\n${USAGE}\n`)
+    return 2
+  }
+  const print = (line: string) => process.stdout.write(line + '\n')
+  if (args.demo && args.port === undefined) {
+    // `npm start` in another terminal: show the demo through that stack rather than a second one.
+    const running = `http://127.0.0.1:${process.env.PORT ?? 3000}`
+    const up = await fetch(running + '/healthz', { signal: AbortSignal.timeout(1000) }).then(r => r.ok, () => false)
+    if (up) {
+      print(`using the local stack running at ${running}`)
+      await runDemo(running, print)
+      return 0
+    }
+  }
+  // Logs stay JSON on stderr (as CloudWatch would get them); stdout tells the story.
+  process.env.LOG_LEVEL ??= args.demo ? 'error' : 'warn'
+  const { setLogSink } = await import('../lib/log.js')
+  setLogSink(line => process.stderr.write(line + '\n'))
+
+  print('Actions local stack')
+  const stack = await startLocalStack({
+    env: process.env,
+    ...(args['data-dir'] ? { dataDir: args['data-dir'] } : {}),
+    port,
+    sweepIntervalMs: sweepSeconds * 1000,
+    print: line => print('  ' + line),
+    onBatch: b => print(`batch      ${b.project}/${b.target}: ${b.succeeded}/${b.events} delivered in ${b.durationMs} ms`),
+  })
+  let stopping = false
+  const stop = async () => {
+    if (stopping) return
+    stopping = true
+    print('stopping…')
+    await stack.stop()
+    print('stopped')
+  }
+  if (args.demo) {
+    try {
+      await runDemo(stack.url, print)
+    } finally {
+      await stop()
+    }
+    return 0
+  }
+  print('ready; Ctrl-C to stop')
+  await new Promise<void>(resolve => {
+    process.once('SIGINT', resolve)
+    process.once('SIGTERM', resolve)
+  })
+  await stop()
+  return 0
+}
+
+process.exitCode = await main().catch(e => {
+  process.stderr.write(`${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`)
+  return 1
+})
