@@ -86,7 +86,12 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       print(`sqs        in-process emulator at ${endpoint} (queue actions-signals, DLQ after 5 receives)`)
     } else {
       // The SDK honours AWS_ENDPOINT_URL_SQS (LocalStack, an emulator) like the deployed functions do.
-      sqs = new SQSClient({ region: env.AWS_REGION ?? 'us-east-1', ...(env.AWS_ENDPOINT_URL_SQS ? { endpoint: env.AWS_ENDPOINT_URL_SQS } : {}) })
+      sqs = new SQSClient({
+        region: env.AWS_REGION ?? 'us-east-1',
+        ...(env.AWS_ENDPOINT_URL_SQS ? { endpoint: env.AWS_ENDPOINT_URL_SQS } : {}),
+        // Keys given in `env` win over the process's; otherwise the SDK's default chain applies.
+        ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } } : {}),
+      })
       print('sqs        SIGNAL_QUEUE_URL')
     }
     cleanups.push(async () => sqs.destroy())
