@@ -138,3 +138,13 @@ describe('operator CLI', () => {
     expect((await main(['migrate'], {}, { out: () => {}, err: () => {} }))).toBe(2)
   })
 })
+
+describe('the README', () => {
+  it('documents every configuration variable', async () => {
+    const { readFile } = await import('node:fs/promises')
+    const { configSchema } = await import('../lib/config.js')
+    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8')
+    const missing = Object.keys(configSchema.shape).filter(k => !readme.includes('`' + k + '`'))
+    expect(missing).toEqual([])
+  })
+})
