@@ -191,6 +191,26 @@ describe('claim and deliver', () => {
     expect(heapGrowth).toBeLessThan(8 * 1024 * 1024)
   })
 
+  it('hands claims it has no time left to deliver back, due now, and leaves a continuation signal', async () => {
+    rx.respond((_, res) => { setTimeout(() => res.end(), 60) })
+    await schemaFor(deps(), project, { t: { url: rx.url, timeoutMs: 1000 } })
+    const ids = await enqueueMany(deps(), project, 'to_t', 40)
+    await env.queue.drain() // enqueue's own signal
+    // Enough time for the first claims and a round or two of deliveries, then less than timeout + margin.
+    const deadline = Date.now() + deps().config.DISPATCH_TIME_MARGIN_MS + 1000 + 150
+    const res = await drainProject(deps(), project, { remainingMs: () => deadline - Date.now() })
+    expect(res.stop).toBe('time')
+    expect(res.signal).toBe('continue')
+    expect(res.succeeded).toBeGreaterThan(0)
+    expect(res.succeeded).toBeLessThan(40)
+    const { rows } = await deps().db.query(`SELECT state, visible_at <= now() AS due, num_retries FROM actions_event WHERE id = ANY($1)`, [ids])
+    const waiting = rows.filter(r => r.state !== 'succeed')
+    expect(waiting.length).toBe(40 - res.succeeded)
+    // Nothing stays leased: the continuation can take every remaining event at once, none charged an attempt.
+    expect(waiting.every(r => r.due && r.num_retries === 0)).toBe(true)
+    expect(await env.queue.drain()).toEqual([{ project }])
+  })
+
   it('records all outcomes of many batches with few statements', async () => {
     await schemaFor(deps(), project, { t: { url: rx.url, batchSize: 50 } })
     await enqueueMany(deps(), project, 'to_t', 1000)

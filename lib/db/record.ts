@@ -63,3 +63,18 @@ function logEntry(outcome: Extract<Outcome, { ok: false }>, durationMs: number) 
     durationMs,
   }
 }
+
+/**
+ * Hands claimed events back without an attempt (a drain stopping for time, or a lease too close to
+ * its end to start a delivery): they become due now, their attempt count untouched. Fenced by lease.
+ */
+export async function releaseClaims(db: Queryable, claims: ReadonlyArray<{ id: string; lease: Date }>): Promise<number> {
+  if (claims.length === 0) return 0
+  const { rowCount } = await db.query(
+    `UPDATE actions_event e SET visible_at = now()
+     FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)
+     WHERE e.id = u.id AND e.state = 'processing' AND e.visible_at = u.lease`,
+    [claims.map(c => c.id), claims.map(c => c.lease)],
+  )
+  return rowCount ?? 0
+}

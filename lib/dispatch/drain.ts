@@ -1,7 +1,7 @@
 import { claimBatches, type ClaimedBatch, type TargetClaimConfig } from '../db/claim.js'
 import { hasDueEvents, msUntilNextDue } from '../db/due.js'
 import type { EventRow } from '../db/events.js'
-import type { AttemptRecord, RecordedRow } from '../db/record.js'
+import { releaseClaims, type AttemptRecord, type RecordedRow } from '../db/record.js'
 import { getCurrentSchema } from '../db/schemas.js'
 import { fetchVariables } from '../db/variables.js'
 import type { Outcome } from '../delivery/response.js'
@@ -33,67 +33,99 @@ export type DrainResult = {
 /** Holding more unwritten outcomes than this makes the drain wait for the recorder before claiming more. */
 const MAX_UNRECORDED = 2_000
 
+type Claimed = { batch: ClaimedBatch; target: WebhookTarget; claimedAt: number; leaseMs: number }
+
 /**
  * Delivers a project's due events until nothing is due or the invocation runs short of time.
- * Keeps up to DISPATCH_CONCURRENCY batches in flight; claims and records many batches per statement.
- * Leaves a continuation signal when it stops for time with work left, or one delayed signal for the
- * next retry due within 15 minutes.
+ * DISPATCH_CONCURRENCY workers deliver batches side by side from a small queue of claimed batches,
+ * which one claim statement at a time refills ahead of need; outcomes are recorded many per
+ * statement. Leaves a continuation signal when it stops for time with work left, or one delayed
+ * signal for the next retry due within 15 minutes.
  */
 export async function drainProject(deps: Deps, project: string, opts: DrainOptions): Promise<DrainResult> {
   const log = deps.log.child({ project })
   const metrics = deps.metrics.forProject(project)
   const [stored, variables] = await Promise.all([getCurrentSchema(deps.db, project), fetchVariables(deps.db, project)])
   const targets = new Map(Object.values(stored?.schema.targets ?? {}).map(t => [t.name, t]))
-  const claimConfig: TargetClaimConfig[] = [...targets.values()].map(t => ({
-    name: t.name,
-    batchSize: t.batchSize ?? TARGET_DEFAULTS.batchSize,
-    leaseMs: (t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs) + deps.config.LEASE_MARGIN_MS,
-  }))
+  const leaseOf = (t: WebhookTarget) => (t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs) + deps.config.LEASE_MARGIN_MS
+  const claimConfig: TargetClaimConfig[] = [...targets.values()].map(t => ({ name: t.name, batchSize: t.batchSize ?? TARGET_DEFAULTS.batchSize, leaseMs: leaseOf(t) }))
   // The next batch could go to any target, so the slowest one decides whether another fits in the time left.
   const neededMs = Math.max(0, ...[...targets.values()].map(t => t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs)) + deps.config.DISPATCH_TIME_MARGIN_MS
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
 
   const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log))
-  const inFlight = new Set<Promise<void>>()
   const concurrency = deps.config.DISPATCH_CONCURRENCY
-  let mayHaveMore = true
+  // Claimed ahead so a worker never waits for a claim round trip; small, so leases stay far from running out.
+  const prefetch = 2 * concurrency
+  const queue: Claimed[] = []
+  let claiming: Promise<void> | undefined
+  let exhausted = false
+  let failure: unknown
 
-  const run = (batch: ClaimedBatch, target: WebhookTarget) => {
-    const task = deliverBatch(deps, project, batch, target, variables, log, opts).then(records => {
-      result.batches++
-      recorder.add(records)
-    })
-    inFlight.add(task)
-    void task.finally(() => inFlight.delete(task)).catch(() => {})
+  const refill = (): Promise<void> | undefined => {
+    if (claiming || exhausted || result.stop === 'time' || failure) return claiming
+    claiming = (async () => {
+      if (opts.remainingMs() < neededMs) {
+        result.stop = 'time'
+        return
+      }
+      if (recorder.backlog() > MAX_UNRECORDED) await recorder.flush()
+      const want = prefetch - queue.length
+      const claimed = await claimBatches(deps.db, project, claimConfig, want)
+      const claimedAt = performance.now()
+      failUnknown(claimed.unknownTarget, result, metrics, log)
+      for (const batch of claimed.batches) {
+        const target = targets.get(batch.target)
+        if (target) queue.push({ batch, target, claimedAt, leaseMs: leaseOf(target) })
+      }
+      // Fewer batches than asked means nothing else is claimable right now.
+      exhausted = claimed.batches.length < want && claimed.unknownTarget.length === 0
+    })().catch(e => { failure ??= e }).finally(() => { claiming = undefined })
+    return claiming
+  }
+
+  const deliverNext = async (): Promise<boolean> => {
+    if (queue.length <= concurrency) void refill()
+    const next = queue.shift()
+    if (!next) {
+      const pending = claiming ?? refill()
+      if (!pending) return false
+      await pending
+      return true
+    }
+    const timeoutMs = next.target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
+    if (opts.remainingMs() < timeoutMs + deps.config.DISPATCH_TIME_MARGIN_MS) {
+      // Out of time: hand every claim still queued back at once, due now, for the continuation.
+      result.stop = 'time'
+      const left = [next, ...queue.splice(0)]
+      await releaseClaims(deps.db, left.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+      return true
+    }
+    if (performance.now() - next.claimedAt + timeoutMs > next.leaseMs) {
+      // Its lease could run out mid-delivery, letting another dispatcher take the events too.
+      await releaseClaims(deps.db, next.batch.events.map(e => ({ id: e.id, lease: e.visible_at })))
+      return true
+    }
+    recorder.add(await deliverBatch(deps, project, next.batch, next.target, variables, log, opts))
+    result.batches++
+    // Something finished: events retried soon or released by others may be claimable again.
+    exhausted = false
+    return true
+  }
+  const worker = async () => {
+    try {
+      while (!failure && await deliverNext()) { /* next batch */ }
+    } catch (e) {
+      failure ??= e
+    }
   }
 
   try {
-    for (;;) {
-      if (opts.remainingMs() < neededMs) {
-        result.stop = 'time'
-        break
-      }
-      const free = concurrency - inFlight.size
-      if (free > 0 && mayHaveMore) {
-        if (recorder.backlog() > MAX_UNRECORDED) await recorder.flush()
-        const claimed = await claimBatches(deps.db, project, claimConfig, free)
-        failUnknown(claimed.unknownTarget, result, metrics, log)
-        for (const batch of claimed.batches) {
-          const target = targets.get(batch.target)
-          if (target) run(batch, target)
-        }
-        // Fewer batches than asked means nothing else is claimable now; ask again once a slot frees.
-        mayHaveMore = claimed.batches.length === free || claimed.unknownTarget.length > 0
-        if (mayHaveMore) continue
-      }
-      if (inFlight.size === 0) break
-      await Promise.race(inFlight)
-      mayHaveMore = true
-    }
-    await Promise.all(inFlight)
+    await Promise.all(Array.from({ length: concurrency }, worker))
+    await claiming
+    if (failure) throw failure
   } finally {
     // Whatever was delivered is written, even when the drain stops on an error.
-    await Promise.allSettled(inFlight)
     await recorder.flush()
   }
   result.signal = await leaveSignal(deps, project, result.stop, log)
