@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createDeps } from '../lib/deps.js'
 import { drainProject } from '../lib/dispatch/drain.js'
 import { startReceiver, type Receiver } from './helpers/receiver.js'
+import { until } from './helpers/wait.js'
 import { testEnv, type TestEnv } from './helpers/runtime.js'
 import { enqueueMany, schemaFor, states } from './helpers/events.js'
 
@@ -20,13 +21,6 @@ afterAll(async () => {
 })
 const deps = () => env.runtime.deps
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise(r => setTimeout(r, 25))
-  }
-}
 
 describe('concurrent and crashing dispatchers', () => {
   it('two dispatchers draining the same 2,000 events deliver each exactly once', async () => {

@@ -6,6 +6,7 @@ import { createPool } from '../lib/db/pool.js'
 import { startLocalStack, type LocalStack } from '../local/stack.js'
 import { freshDatabase } from './helpers/db.js'
 import { startReceiver, type Receiver } from './helpers/receiver.js'
+import { until } from './helpers/wait.js'
 import { startQueue } from './helpers/sqs.js'
 import { createPayload, TX } from './fixtures/schemas.js'
 
@@ -38,13 +39,6 @@ const putSchema = (project: string, target: Record<string, unknown>, base = stac
 const enqueue = (project: string, n: number, offset = 0) => http('POST', '/enqueue', { project, transactionId: TX, events: Array.from({ length: n }, (_, i) => ({ trigger: 'go', payload: createPayload(offset + i) })) })
 const idsFor = (project: string) => rx.requests.filter(r => r.path === '/' + project).flatMap(r => r.body.events.map((e: { meta: { eventId: string } }) => e.meta.eventId))
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise(r => setTimeout(r, 50))
-  }
-}
 
 describe('end to end through the local stack', () => {
   it('delivers enqueued events through SQS and dispatch to the receiver', async () => {
