@@ -71,3 +71,10 @@ async function importEmbeddedPostgres(ownSignals: boolean) {
   }
   return mod
 }
+
+/** Replaces the database name of a postgres URL. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url)
+  u.pathname = '/' + database
+  return u.toString()
+}

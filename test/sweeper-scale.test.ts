@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../lib/db/claim.js'
+import { RECORD_SQL, RELEASE_SQL } from '../lib/db/record.js'
 import { deleteResolvedSql, DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../lib/db/backlog.js'
 import { freshDatabase } from './helpers/db.js'
 
@@ -46,6 +47,23 @@ describe('sweeper and claim statements at scale', () => {
     expect(p).toContain('actions_event_resolved_idx')
     expect(p).toContain('actions_event_pkey')
     expect(p).not.toMatch(/Seq Scan on actions_event/)
+  })
+
+  it('record and release outcomes by primary key while statistics say nothing is claimed', async () => {
+    // Statistics were gathered above; claim some rows now, as a drain does between two ANALYZE runs.
+    const { rows } = await db.pool.query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
+      WHERE id IN (SELECT id FROM actions_event WHERE state = 'created' LIMIT 350) RETURNING id, visible_at`)
+    const ids = rows.map(r => r.id)
+    const leases = rows.map(r => r.visible_at)
+    for (const [sql, params] of [
+      [RECORD_SQL, [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12]],
+      [RELEASE_SQL, [ids, leases]],
+    ] as const) {
+      const p = await plan(sql, [...params])
+      // One primary-key lookup per outcome, never a scan of the whole table.
+      expect(p).toContain('actions_event_pkey')
+      expect(p).not.toMatch(/Seq Scan on actions_event/)
+    }
   })
 
   it('claim from the due index', async () => {

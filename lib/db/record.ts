@@ -14,8 +14,34 @@ export type AttemptRecord = {
 
 export type RecordedRow = { id: string; state: 'succeed' | 'retrying' | 'failed'; num_retries: number; target: string; trigger: string }
 
+/**
+ * The fence's state test, as text on purpose. Statistics are gathered while nothing is claimed, so
+ * the planner takes `state = 'processing'` for one row and nests a rescan of every outcome inside a
+ * scan of the claimed rows: quadratic in the events in flight (35 ms for 350 outcomes; seconds for
+ * more). Compared as text, the state gets a default estimate, and the plan becomes a hash join or
+ * primary-key lookups.
+ */
+const PROCESSING = `e.state::text = 'processing'`
+
 // Caps the backoff at about 100 years, so a large maxAttempts cannot overflow the interval type.
 const MAX_BACKOFF_MS = 3.15e12
+
+/** $1 ids, $2 leases, $3 ok, $4 log entries, $5 maxAttempts, $6 initialRepeatIntervalMs, $7 backoff cap (ms). */
+export const RECORD_SQL = `UPDATE actions_event e SET
+    num_retries = e.num_retries + 1,
+    state = CASE WHEN u.ok THEN 'succeed'
+                 WHEN e.num_retries + 1 >= u.max_attempts THEN 'failed'
+                 ELSE 'retrying' END::actions_event_state,
+    visible_at = CASE WHEN NOT u.ok AND e.num_retries + 1 < u.max_attempts
+                      THEN now() + least(u.interval_ms * power(2, e.num_retries), $7) * interval '1 millisecond'
+                      ELSE e.visible_at END,
+    resolved_at = CASE WHEN u.ok OR e.num_retries + 1 >= u.max_attempts THEN now() END,
+    log = CASE WHEN u.ok THEN e.log ELSE e.log || jsonb_build_array(u.entry) END,
+    last_state_change = now()
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[], $4::jsonb[], $5::int[], $6::int[])
+       AS u(id, lease, ok, entry, max_attempts, interval_ms)
+  WHERE e.id = u.id AND ${PROCESSING} AND e.visible_at = u.lease
+  RETURNING e.id, e.state, e.num_retries, e.target, e.trigger`
 
 /**
  * Records many attempts in one statement: success → `succeed`; failure → `retrying` at
@@ -25,21 +51,7 @@ const MAX_BACKOFF_MS = 3.15e12
 export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[]): Promise<RecordedRow[]> {
   if (records.length === 0) return []
   const { rows } = await db.query<RecordedRow>(
-    `UPDATE actions_event e SET
-       num_retries = e.num_retries + 1,
-       state = CASE WHEN u.ok THEN 'succeed'
-                    WHEN e.num_retries + 1 >= u.max_attempts THEN 'failed'
-                    ELSE 'retrying' END::actions_event_state,
-       visible_at = CASE WHEN NOT u.ok AND e.num_retries + 1 < u.max_attempts
-                         THEN now() + least(u.interval_ms * power(2, e.num_retries), $7) * interval '1 millisecond'
-                         ELSE e.visible_at END,
-       resolved_at = CASE WHEN u.ok OR e.num_retries + 1 >= u.max_attempts THEN now() END,
-       log = CASE WHEN u.ok THEN e.log ELSE e.log || jsonb_build_array(u.entry) END,
-       last_state_change = now()
-     FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[], $4::jsonb[], $5::int[], $6::int[])
-          AS u(id, lease, ok, entry, max_attempts, interval_ms)
-     WHERE e.id = u.id AND e.state = 'processing' AND e.visible_at = u.lease
-     RETURNING e.id, e.state, e.num_retries, e.target, e.trigger`,
+    RECORD_SQL,
     [
       records.map(r => r.id),
       records.map(r => r.lease),
@@ -64,6 +76,11 @@ function logEntry(outcome: Extract<Outcome, { ok: false }>, durationMs: number) 
   }
 }
 
+/** $1 ids, $2 leases. */
+export const RELEASE_SQL = `UPDATE actions_event e SET visible_at = now()
+  FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)
+  WHERE e.id = u.id AND ${PROCESSING} AND e.visible_at = u.lease`
+
 /**
  * Hands claimed events back without an attempt (a drain stopping for time, or a lease too close to
  * its end to start a delivery): they become due now, their attempt count untouched. Fenced by lease.
@@ -71,9 +88,7 @@ function logEntry(outcome: Extract<Outcome, { ok: false }>, durationMs: number) 
 export async function releaseClaims(db: Queryable, claims: ReadonlyArray<{ id: string; lease: Date }>): Promise<number> {
   if (claims.length === 0) return 0
   const { rowCount } = await db.query(
-    `UPDATE actions_event e SET visible_at = now()
-     FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)
-     WHERE e.id = u.id AND e.state = 'processing' AND e.visible_at = u.lease`,
+    RELEASE_SQL,
     [claims.map(c => c.id), claims.map(c => c.lease)],
   )
   return rowCount ?? 0

@@ -42,7 +42,8 @@ export function eventBody(row: EventRow) {
 
 /** A deep copy of the target's body template with the events placed at `payloadPath` (default `events`). */
 export function requestBody(target: WebhookTarget, events: readonly EventRow[]): Record<string, unknown> {
-  const body: Record<string, unknown> = structuredClone(target.body ?? {})
+  // Most targets have no body template; a deep copy per batch is only paid when there is one.
+  const body: Record<string, unknown> = target.body ? structuredClone(target.body) : {}
   const path = target.payloadPath ?? ['events']
   let node = body
   for (const key of path.slice(0, -1)) {

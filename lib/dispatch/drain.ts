@@ -32,6 +32,8 @@ export type DrainResult = {
 
 /** Holding more unwritten outcomes than this makes the drain wait for the recorder before claiming more. */
 const MAX_UNRECORDED = 2_000
+/** Events claimed ahead of the workers (at least two batches per worker). */
+const PREFETCH_EVENTS = 256
 
 type Claimed = { batch: ClaimedBatch; target: WebhookTarget; claimedAt: number; leaseMs: number }
 
@@ -55,8 +57,10 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
 
   const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log))
   const concurrency = deps.config.DISPATCH_CONCURRENCY
-  // Claimed ahead so a worker never waits for a claim round trip; small, so leases stay far from running out.
-  const prefetch = 2 * concurrency
+  // Claimed ahead so a worker never waits for a claim round trip: a few hundred events, at least two
+  // batches per worker. Leases are checked again before each delivery, so depth cannot outlive them.
+  const maxBatchSize = Math.max(1, ...claimConfig.map(t => t.batchSize))
+  const prefetch = Math.max(2 * concurrency, Math.ceil(PREFETCH_EVENTS / maxBatchSize))
   const queue: Claimed[] = []
   let claiming: Promise<void> | undefined
   let exhausted = false
@@ -85,7 +89,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   }
 
   const deliverNext = async (): Promise<boolean> => {
-    if (queue.length <= concurrency) void refill()
+    if (queue.length <= prefetch / 2) void refill()
     const next = queue.shift()
     if (!next) {
       const pending = claiming ?? refill()
@@ -101,9 +105,14 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       await releaseClaims(deps.db, left.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
       return true
     }
-    if (performance.now() - next.claimedAt + timeoutMs > next.leaseMs) {
-      // Its lease could run out mid-delivery, letting another dispatcher take the events too.
-      await releaseClaims(deps.db, next.batch.events.map(e => ({ id: e.id, lease: e.visible_at })))
+    const unsafe = (c: Claimed) => performance.now() - c.claimedAt + (c.target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs) > c.leaseMs
+    if (unsafe(next)) {
+      // Its lease could run out mid-delivery, letting another dispatcher take the events too; claims
+      // queued behind a slow target age together, so all that are as old go back in one statement.
+      const aged = queue.filter(unsafe)
+      for (const c of aged) queue.splice(queue.indexOf(c), 1)
+      const stale = [next, ...aged]
+      await releaseClaims(deps.db, stale.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
       return true
     }
     recorder.add(await deliverBatch(deps, project, next.batch, next.target, variables, log, opts))

@@ -1,7 +1,7 @@
 import { inject } from 'vitest'
 import pg from 'pg'
 import { createPool } from '../../lib/db/pool.js'
-import { withDatabase } from './globalSetup.js'
+import { withDatabase } from '../../local/postgres.js'
 
 let counter = 0
 

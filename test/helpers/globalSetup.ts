@@ -1,7 +1,7 @@
 import type { TestProject } from 'vitest/node'
 import pg from 'pg'
 import { migrate } from '../../lib/db/migrate.js'
-import { startEmbeddedPostgres } from '../../local/postgres.js'
+import { startEmbeddedPostgres, withDatabase } from '../../local/postgres.js'
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -45,9 +45,3 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
 }
 
-/** Replaces the database name of a postgres URL. */
-export function withDatabase(url: string, database: string): string {
-  const u = new URL(url)
-  u.pathname = '/' + database
-  return u.toString()
-}

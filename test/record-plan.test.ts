@@ -1,0 +1,43 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { RECORD_SQL, RELEASE_SQL } from '../lib/db/record.js'
+import { freshDatabase } from './helpers/db.js'
+
+// The bench's shape: a modest table analyzed while nothing was claimed, then hundreds of events in flight.
+let db: Awaited<ReturnType<typeof freshDatabase>>
+let ids: string[] = []
+let leases: Date[] = []
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  await db.pool.query(`
+    INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
+    SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb FROM generate_series(1, 20000)`)
+  await db.pool.query('VACUUM ANALYZE actions_event')
+  const { rows } = await db.pool.query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
+    WHERE id IN (SELECT id FROM actions_event LIMIT 350) RETURNING id, visible_at`)
+  ids = rows.map(r => r.id)
+  leases = rows.map(r => r.visible_at)
+}, 60_000)
+afterAll(async () => { await db.drop() })
+
+async function plan(sql: string, params: unknown[]): Promise<string> {
+  const { rows } = await db.pool.query(`EXPLAIN ${sql}`, params)
+  return rows.map(r => r['QUERY PLAN']).join('\n')
+}
+
+describe('recording many outcomes on a table analyzed while nothing was claimed', () => {
+  it.each([
+    ['record', () => plan(RECORD_SQL, [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12])],
+    ['release', () => plan(RELEASE_SQL, [ids, leases])],
+  ])('plans the %s statement without a nested loop over the outcomes', async (_, explain) => {
+    const p = await explain()
+    // A nested loop here rescans every outcome for every claimed row: quadratic in the events in flight.
+    expect(p).not.toContain('Nested Loop')
+    expect(p).toMatch(/Hash Join|Merge Join/)
+  })
+
+  it('writes every outcome once', async () => {
+    const { rowCount } = await db.pool.query(RECORD_SQL, [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12])
+    expect(rowCount).toBe(350)
+  })
+})
