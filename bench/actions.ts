@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto'
+import type { SQSClient } from '@aws-sdk/client-sqs'
+import pg from 'pg'
+import { loadConfig, type Config } from '../lib/config.js'
+import { migrate } from '../lib/db/migrate.js'
+import { countStatements } from '../lib/db/pool.js'
+import { storeSchema } from '../lib/db/schemas.js'
+import { closeDeps, createDeps, type Deps } from '../lib/deps.js'
+import { drainProject } from '../lib/dispatch/drain.js'
+import { enqueue, type EnqueueRequest } from '../lib/enqueue.js'
+import { now } from './clock.js'
+import { articlePayload } from './jobs.js'
+import { timedDelivery, type RunResult, type TimedContext } from './timed.js'
+
+/** The projects the bench stores schemas for: one webhook target each, at the given batch size. */
+export const project = (batchSize: number) => `bench_b${batchSize}`
+export const BATCH_SIZES = [1, 50] as const
+
+const TRIGGER = 'article_created'
+// Enqueue's own cap is 10,000 a request; pre-enqueueing in large requests keeps the untimed part short.
+const PREPARE_REQUEST_EVENTS = 5_000
+
+export type ActionsBench = {
+  deps: Deps
+  config: Config
+  /** Statements sent through deps.db (lib/db/pool.ts countStatements). */
+  statements: { reset(): void; count(): number }
+  /** Empties the event table (through a pool of its own, so nothing of it is counted). */
+  truncate(): Promise<void>
+  /** Counts events of a project by state (uncounted pool). */
+  countByState(projectName: string, state: string): Promise<number>
+  /** Pre-enqueues `n` events through the real `enqueue`, in large requests; not timed. */
+  prepare(projectName: string, n: number): Promise<void>
+  /** Delivers `n` pre-enqueued events through drainProject at DISPATCH_CONCURRENCY. */
+  deliver(batchSize: number, n: number): Promise<RunResult>
+  /** Enqueues `n` events through `enqueue` in requests of `perRequest`, `concurrency` requests at a time. */
+  enqueueThroughput(n: number, perRequest: number, concurrency: number): Promise<RunResult>
+  close(): Promise<void>
+}
+
+/** Actions over a fresh, migrated database, with its signals going to `signalQueueUrl`. */
+export async function setupActions(url: string, receiverUrl: string, sqs: SQSClient, signalQueueUrl: string, ctx: TimedContext): Promise<ActionsBench> {
+  const config = loadConfig({ DATABASE_URL: url, SIGNAL_QUEUE_URL: signalQueueUrl, DISPATCH_CONCURRENCY: '8', LOG_LEVEL: 'error' })
+  const deps = createDeps(config, { sqs })
+  await migrate(deps.db)
+  const statements = countStatements(deps.db)
+  const check = new pg.Pool({ connectionString: url, max: 1 })
+  for (const batchSize of BATCH_SIZES) {
+    await storeSchema(deps.db, project(batchSize), {
+      targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl, batchSize } },
+      triggers: { [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false } },
+    })
+  }
+
+  const truncate = async () => { await check.query('TRUNCATE actions_event') }
+  const countByState = async (projectName: string, state: string) => {
+    const { rows } = await check.query<{ n: number }>('SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = $2', [projectName, state])
+    return rows[0]?.n ?? 0
+  }
+  const prepare = async (projectName: string, n: number) => {
+    for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
+      const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
+      await enqueue(deps, request(projectName, Array.from({ length: size }, (_, j) => articlePayload(i + j))))
+    }
+    // Every contender's table is analyzed after its bulk load, as autovacuum would soon do in production.
+    await check.query('VACUUM ANALYZE actions_event')
+  }
+
+  return {
+    deps, config, statements, truncate, countByState, prepare,
+    deliver: async (batchSize, n) => {
+      await truncate()
+      await prepare(project(batchSize), n)
+      return timedDelivery(ctx, n, async () => {
+        // The real dispatch path, without the Lambda clock: drain until nothing is due.
+        const drain = drainProject(deps, project(batchSize), { remainingMs: () => Infinity })
+        return {
+          finished: drain,
+          stop: async () => {
+            await drain
+            return (await countByState(project(batchSize), 'succeed')) === n
+          },
+        }
+      }, statements)
+    },
+    enqueueThroughput: async (n, perRequest, concurrency) => {
+      await truncate()
+      const projectName = project(1)
+      // Requests are built beforehand: producing the input is the caller's work, not enqueue's.
+      const requests = Array.from({ length: Math.ceil(n / perRequest) }, (_, r) =>
+        request(projectName, Array.from({ length: Math.min(perRequest, n - r * perRequest) }, (_, j) => articlePayload(r * perRequest + j))))
+      statements.reset()
+      const cpuStart = await ctx.cpu.start()
+      const t0 = now()
+      let next = 0
+      let note: string | undefined
+      try {
+        await Promise.all(Array.from({ length: concurrency }, async () => {
+          for (let r = next++; r < requests.length; r = next++) await enqueue(deps, requests[r])
+        }))
+      } catch (error) {
+        note = `error: ${error instanceof Error ? error.message : String(error)}`
+      }
+      const seconds = (now() - t0) / 1000
+      const cpu = await ctx.cpu.stop(cpuStart)
+      const statementsPerEvent = statements.count() / n
+      const written = await countByState(projectName, 'created')
+      return { events: n, seconds, delivered: written, duplicates: 0, allDelivered: written === n && !note, statementsPerEvent, cpu, ...(note ? { note } : {}) }
+    },
+    close: async () => {
+      await check.end()
+      await closeDeps(deps)
+    },
+  }
+}
+
+/** An enqueue request as a content API sends one: a transaction's events for one project. */
+export function request(projectName: string, payloads: Array<EnqueueRequest['events'][number]['payload']>): EnqueueRequest {
+  return { project: projectName, transactionId: randomUUID(), events: payloads.map(payload => ({ trigger: TRIGGER, payload })) }
+}

@@ -1,0 +1,183 @@
+/**
+ * `npx tsx bench/profile.ts [batchSize] [n]`: one Actions drain, instrumented. Prints how long the
+ * claim and record statements take (by tenths of the run, to show any drift), how many batches each
+ * claim returns, the POST durations, and the CPU split. A tool for finding where the time goes; not
+ * part of `npm run bench`. With PROFILE_CPU=file.cpuprofile it also writes a CPU profile of this process
+ covering the measured drain only (open it in Chrome DevTools or speedscope). PROFILE_DB_SET=
+ * name=value,... applies database settings first (e.g. synchronous_commit=off, random_page_cost=1.1).
+ */
+import './quiet.js'
+import { writeFile } from 'node:fs/promises'
+import { Session } from 'node:inspector/promises'
+import { SQSClient } from '@aws-sdk/client-sqs'
+import { startFauxqs } from 'fauxqs'
+import pg from 'pg'
+import { drainProject } from '../lib/dispatch/drain.js'
+import { project, setupActions } from './actions.js'
+import { now } from './clock.js'
+import { createCpuMeter } from './cpu.js'
+import { startPostgres } from './postgres.js'
+import { startReceiverProcess } from './receiverProcess.js'
+import { percentile } from './stats.js'
+
+const batchSize = Number(process.argv[2] ?? 1)
+const n = Number(process.argv[3] ?? 20_000)
+
+type Timing = { kind: string; start: number; ms: number; rows: number }
+
+async function main(): Promise<void> {
+  const server = await startPostgres()
+  const receiver = await startReceiverProcess()
+  const fauxqs = await startFauxqs({ port: 0, logger: false })
+  const sqs = new SQSClient({ endpoint: `http://127.0.0.1:${fauxqs.port}`, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
+  const admin = new pg.Client({ connectionString: server.adminUrl })
+  await admin.connect()
+  const dbName = 'bench_profile'
+  const cpu = createCpuMeter(admin, dbName, async () => (await receiver.counts()).cpuMicros)
+  const url = await server.freshDatabase(dbName)
+  // Experiment knob: database settings to try, e.g. synchronous_commit=off (what commit flushes cost).
+  for (const setting of (process.env.PROFILE_DB_SET ?? '').split(',').filter(Boolean)) {
+    const [name, value] = setting.split('=')
+    if (!name || !value || !/^[a-z_.]+$/.test(name)) throw new Error(`PROFILE_DB_SET: expected name=value, got ${setting}`)
+    await admin.query(`ALTER DATABASE ${dbName} SET ${name} = ${pg.Client.prototype.escapeLiteral(value)}`)
+  }
+  const actions = await setupActions(url, receiver.url, sqs, fauxqs.createQueue('p').queueUrl, { receiver, cpu, deadlineMs: 120_000 })
+  try {
+    const timings: Timing[] = []
+    instrument(actions.deps.db, timings)
+    // Warm-up, then the measured drain.
+    for (const size of [1_000, n]) {
+      await actions.truncate()
+      await actions.prepare(project(batchSize), size)
+      timings.length = 0
+      const posts: number[] = []
+      await receiver.reset(size)
+      const profiler = size === n ? await startProfiler() : undefined
+      const waits = sampleWaits(admin, dbName)
+      const cpuStart = await cpu.start()
+      const t0 = now()
+      const result = await drainProject(actions.deps, project(batchSize), { remainingMs: () => Infinity, onBatch: b => { posts.push(b.durationMs) } })
+      const seconds = (now() - t0) / 1000
+      await profiler?.()
+      const waited = await waits.stop()
+      const share = await cpu.stop(cpuStart)
+      if (size !== n) continue
+      console.log(`batchSize ${batchSize}: ${result.succeeded} delivered in ${seconds.toFixed(2)} s = ${Math.round(result.succeeded / seconds)}/s, ${result.batches} batches`)
+      console.log(`CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`)
+      describe(timings, t0, seconds * 1000)
+      const sorted = posts.sort((a, b) => a - b)
+      console.log(`Sampled backends of ${dbName} every ~5 ms (${waited.samples} samples), active statements by wait event:`)
+      for (const [k, v] of [...waited.counts].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`  ${String(v).padStart(5)}  ${k}`)
+      console.log(`POST ms (whole ms, as deliver() reports): p50 ${percentile(sorted, 0.5)} p90 ${percentile(sorted, 0.9)} p99 ${percentile(sorted, 0.99)}`)
+    }
+  } finally {
+    await actions.close()
+    await admin.end()
+    sqs.destroy()
+    await fauxqs.stop()
+    await receiver.stop()
+    await server.close()
+  }
+}
+
+/** Samples pg_stat_activity until stopped: what the database's active statements are waiting on (CPU when nothing). */
+function sampleWaits(admin: pg.Client, database: string) {
+  const counts = new Map<string, number>()
+  let samples = 0
+  let stopping = false
+  const loop = (async () => {
+    while (!stopping) {
+      const { rows } = await admin.query<{ w: string; q: string }>(
+        `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS w, left(regexp_replace(query, '\\s+', ' ', 'g'), 30) AS q
+         FROM pg_stat_activity WHERE datname = $1 AND state = 'active'`, [database])
+      samples++
+      for (const r of rows) {
+        const key = `${r.w.padEnd(28)} ${r.q.includes('WITH cfg') ? 'claim' : r.q.includes('unnest($1::uuid') ? 'record' : r.q}`
+        counts.set(key, (counts.get(key) ?? 0) + 1)
+      }
+      await new Promise(resolve => setTimeout(resolve, 5))
+    }
+  })()
+  return {
+    stop: async () => {
+      stopping = true
+      await loop
+      return { samples, counts }
+    },
+  }
+}
+
+/** Starts the V8 profiler when PROFILE_CPU names an output file; the returned function stops it and writes the file. */
+async function startProfiler(): Promise<(() => Promise<void>) | undefined> {
+  const file = process.env.PROFILE_CPU
+  if (!file) return undefined
+  const session = new Session()
+  session.connect()
+  await session.post('Profiler.enable')
+  await session.post('Profiler.start')
+  return async () => {
+    const { profile } = await session.post('Profiler.stop')
+    await writeFile(file, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
+/** Times every statement sent through the pool, classified by its text. */
+function instrument(pool: pg.Pool, out: Timing[]): void {
+  const patched = new WeakSet<object>()
+  pool.on('acquire', client => {
+    if (patched.has(client)) return
+    patched.add(client)
+    const original: unknown = Reflect.get(client, 'query')
+    if (typeof original !== 'function') return
+    Object.defineProperty(client, 'query', {
+      configurable: true,
+      value: (...args: unknown[]): unknown => {
+        const text = typeof args[0] === 'string' ? args[0] : ''
+        const start = now()
+        const done = (r: unknown) => {
+          const rows = typeof r === 'object' && r !== null && 'rowCount' in r && typeof r.rowCount === 'number' ? r.rowCount : 0
+          out.push({ kind: classify(text), start, ms: now() - start, rows })
+        }
+        // pool.query passes a callback (and gets no promise back); a checked-out client's callers await the promise.
+        const last = args[args.length - 1]
+        if (typeof last === 'function') {
+          args[args.length - 1] = (err: unknown, r: unknown) => {
+            done(r)
+            Reflect.apply(last, undefined, [err, r])
+          }
+        }
+        const result: unknown = Reflect.apply(original, client, args)
+        if (result instanceof Promise) void result.then(done, () => {})
+        return result
+      },
+    })
+  })
+}
+
+function classify(sql: string): string {
+  if (sql.includes('WITH cfg AS')) return 'claim'
+  if (sql.includes('FROM unnest($1::uuid[], $2::timestamptz[]')) return 'record'
+  return 'other'
+}
+
+function describe(timings: Timing[], t0: number, totalMs: number): void {
+  for (const kind of ['claim', 'record', 'other']) {
+    const ts = timings.filter(t => t.kind === kind)
+    if (!ts.length) continue
+    const ms = ts.map(t => t.ms).sort((a, b) => a - b)
+    const busy = ts.reduce((a, t) => a + t.ms, 0)
+    console.log(`${kind}: ${ts.length} statements, ${(ts.reduce((a, t) => a + t.rows, 0) / ts.length).toFixed(1)} rows each, ` +
+      `ms p50 ${percentile(ms, 0.5).toFixed(2)} p90 ${percentile(ms, 0.9).toFixed(2)} p99 ${percentile(ms, 0.99).toFixed(2)}, ` +
+      `in flight ${Math.round((busy / totalMs) * 100)}% of the wall time`)
+    // Drift over the run: a claim that slows as the table's dead tuples pile up shows here.
+    const tenths = Array.from({ length: 10 }, (_, i) => ts.filter(t => Math.min(9, Math.floor(((t.start - t0) / totalMs) * 10)) === i))
+    console.log(`  ${kind} mean ms by tenth of the run: ${tenths.map(g => (g.length ? (g.reduce((a, t) => a + t.ms, 0) / g.length).toFixed(2) : '-')).join(' ')}`)
+    console.log(`  ${kind} statements by tenth of the run: ${tenths.map(g => g.length).join(' ')}`)
+  }
+}
+
+main().then(() => process.exit(0), e => {
+  console.error(e)
+  process.exit(1)
+})
