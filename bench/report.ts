@@ -86,6 +86,10 @@ function targets(scenarios: Scenario[], eps: (key: string) => { median: number }
     line(r >= ratio, `batchSize ${size}: Actions ${int(eps(key).median)}/s = ${dec(r)}x graphile-worker's best (${best.s.scenario}, ${int(best.v)}/s); target >= ${ratio}x`)
     // For reading the result: the same ratio against each of graphile-worker's modes.
     for (const g of graphile) lines.push(`        (${dec(eps(key).median / eps(g.key).median)}x graphile-worker ${g.scenario})`)
+    if (size === 1 && has('bare')) {
+      const ceiling = eps('bare').median
+      lines.push(`        (ceiling: a bare client sends ${int(ceiling)} POST/s here, so ${ratio}x graphile-worker's best would be ${dec(ratio * best.v / ceiling)}x of it)`)
+    }
   }
   for (const [key, size, budget] of [['actions-b1', 1, TARGETS.b1Statements], ['actions-b50', 50, TARGETS.b50Statements]] as const) {
     const v = stmts(key)

@@ -14,6 +14,7 @@ import { startFauxqs } from 'fauxqs'
 import pg from 'pg'
 import { setupActions } from './actions.js'
 import { createCpuMeter } from './cpu.js'
+import { setupBareClient } from './bare.js'
 import { GRAPHILE_MODES, setupGraphile } from './graphile.js'
 import { measureLatency, type LatencyResult } from './latency.js'
 import { PGBOSS_MODES, setupPgBoss } from './pgboss.js'
@@ -67,6 +68,8 @@ async function main(): Promise<void> {
     cleanups.push(() => graphile.close())
     const boss = await setupPgBoss(await server.freshDatabase(db.pgboss), receiver.url, ctxFor(db.pgboss))
     cleanups.push(() => boss.close())
+    const bare = setupBareClient(receiver.url, ctxFor(db.actions))
+    cleanups.push(() => bare.close())
 
     const latencyOpts = { rate: LATENCY_RATE, seconds: LATENCY_SECONDS, perRequest: 10, batchWindowMs: BATCH_WINDOW_MS }
     const all: Array<Scenario & { run: (n: number) => Promise<RunResult | LatencyResult> }> = [
@@ -74,6 +77,7 @@ async function main(): Promise<void> {
       { key: 'actions-b50', contender: 'Actions', scenario: 'drainProject, batchSize 50', kind: 'delivery', run: n => actions.deliver(50, n) },
       ...GRAPHILE_MODES.map((mode, i) => ({ key: `graphile-${i + 1}`, contender: 'graphile-worker', scenario: mode.label, kind: 'delivery' as const, run: (n: number) => graphile.deliver(mode, n) })),
       ...PGBOSS_MODES.map((mode, i) => ({ key: `pgboss-${i + 1}`, contender: 'pg-boss', scenario: mode.label, kind: 'delivery' as const, run: (n: number) => boss.deliver(mode, n) })),
+      { key: 'bare', contender: 'bare client', scenario: 'undici keep-alive, 1 event/POST, 8 in flight (ceiling)', kind: 'delivery', run: n => bare.deliver(n) },
       { key: 'enqueue', contender: 'Actions', scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`, kind: 'enqueue', run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY) },
       { key: 'latency', contender: 'Actions', scenario: `latency, ${LATENCY_RATE}/s for ${LATENCY_SECONDS} s via dispatch handler${BATCH_WINDOW_MS ? `, ${BATCH_WINDOW_MS} ms batching window` : ''}`, kind: 'latency', run: () => measureLatency(actions, fauxqs, sqs, ctxFor(db.actions), latencyOpts) },
     ]
