@@ -211,6 +211,23 @@ describe('claim and deliver', () => {
     expect(await env.queue.drain()).toEqual([{ project }])
   })
 
+  it('keeps every worker for events that arrive while a delivery is under way', async () => {
+    let inFlight = 0
+    let maxInFlight = 0
+    rx.respond((_, res) => {
+      maxInFlight = Math.max(maxInFlight, ++inFlight)
+      setTimeout(() => { inFlight--; res.end() }, 80)
+    })
+    await schemaFor(deps(), project, { t: { url: rx.url } })
+    await enqueueMany(deps(), project, 'to_t', 1)
+    const drain = drainProject(deps(), project, forever)
+    // The first delivery is in flight; idle workers must not have given up.
+    await new Promise(r => setTimeout(r, 30))
+    await enqueueMany(deps(), project, 'to_t', 16)
+    expect((await drain).succeeded).toBe(17)
+    expect(maxInFlight).toBeGreaterThanOrEqual(4)
+  })
+
   it('records all outcomes of many batches with few statements', async () => {
     await schemaFor(deps(), project, { t: { url: rx.url, batchSize: 50 } })
     await enqueueMany(deps(), project, 'to_t', 1000)

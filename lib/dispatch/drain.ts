@@ -88,13 +88,29 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
     return claiming
   }
 
+  // Workers with nothing to do wait for one that is delivering: its outcome may make more work
+  // claimable (a quick retry, an event released elsewhere). The drain ends when all are idle.
+  let delivering = 0
+  let wake = signal()
+  const notify = () => {
+    wake.resolve()
+    wake = signal()
+  }
+
   const deliverNext = async (): Promise<boolean> => {
     if (queue.length <= prefetch / 2) void refill()
     const next = queue.shift()
     if (!next) {
       const pending = claiming ?? refill()
-      if (!pending) return false
-      await pending
+      if (pending) {
+        await pending
+        return true
+      }
+      if (delivering === 0) {
+        notify()
+        return false
+      }
+      await wake.promise
       return true
     }
     const timeoutMs = next.target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
@@ -115,10 +131,16 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       await releaseClaims(deps.db, stale.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
       return true
     }
-    recorder.add(await deliverBatch(deps, project, next.batch, next.target, variables, log, opts))
-    result.batches++
-    // Something finished: events retried soon or released by others may be claimable again.
-    exhausted = false
+    delivering++
+    try {
+      recorder.add(await deliverBatch(deps, project, next.batch, next.target, variables, log, opts))
+      result.batches++
+    } finally {
+      delivering--
+      // Something finished: events retried soon or released by others may be claimable again.
+      exhausted = false
+      notify()
+    }
     return true
   }
   const worker = async () => {
@@ -127,6 +149,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
     } catch (e) {
       failure ??= e
     }
+    notify()
   }
 
   try {
@@ -139,6 +162,13 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   }
   result.signal = await leaveSignal(deps, project, result.stop, log)
   return result
+}
+
+/** A promise with its resolver (Promise.withResolvers needs Node 22). */
+function signal(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = () => {}
+  const promise = new Promise<void>(r => { resolve = r })
+  return { promise, resolve }
 }
 
 async function deliverBatch(deps: Deps, project: string, batch: ClaimedBatch, target: WebhookTarget, variables: ReadonlyMap<string, string>, log: Logger, opts: DrainOptions): Promise<AttemptRecord[]> {
