@@ -115,6 +115,15 @@ describe('operator CLI', () => {
     expect(res.err).toContain('targets.t.timeoutMs: expected a positive integer')
   })
 
+  it('rejects a schema file that is not JSON without quoting it', async () => {
+    const file = join(await mkdtemp(join(tmpdir(), 'cli-')), 'broken.json')
+    await writeFile(file, '{"targets": {"t": {"url": "https://hooks.example/SECRET-TOKEN"}} oops')
+    const res = await run('schema', 'set', 'cli', file)
+    expect(res.code).toBe(1)
+    expect(res.err).toContain('is not valid JSON')
+    expect(res.err).not.toContain('SECRET-TOKEN')
+  })
+
   it('sets variables in each mode and lists names without values unless asked', async () => {
     expect((await run('variables', 'set', 'v', 'A=1', 'B=secret-b')).code).toBe(0)
     await run('variables', 'set', 'v', 'A=2', 'C=3', '--mode', 'append-only-missing')
