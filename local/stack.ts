@@ -187,5 +187,10 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
     if (size > 6 * 1024 * 1024) throw new SyntaxError('request body over 6 MB (the Lambda invoke limit)')
     chunks.push(buf)
   }
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  } catch {
+    // The parser's message quotes the body, and a schema holds target URLs.
+    throw new SyntaxError('request body is not valid JSON')
+  }
 }
