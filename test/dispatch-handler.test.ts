@@ -1,7 +1,9 @@
 import type { SQSEvent, SQSRecord } from 'aws-lambda'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler } from '../functions/dispatch.js'
-import { createDeps } from '../lib/deps.js'
+import { loadConfig } from '../lib/config.js'
+import { closeDeps, createDeps } from '../lib/deps.js'
+import { createRuntime } from '../lib/lambda.js'
 import { setVariables } from '../lib/db/variables.js'
 import { main } from '../lib/cli/main.js'
 import { createContext } from './helpers/lambda.js'
@@ -48,6 +50,24 @@ describe('the dispatch function', () => {
     const res = await handler(sqsEvent('{"project":"h1"}', '{"project":"h2"}', '{"project":"h1"}'), createContext())
     expect(res).toEqual({ batchItemFailures: [] })
     expect(rx.eventIds()).toHaveLength(5)
+  })
+
+  it('drains many projects of one batch a few at a time within a small pool', async () => {
+    const small = createDeps(loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, DB_POOL_MAX: '3' }), { sqs: env.queue.client })
+    const smallHandler = createHandler(() => createRuntime(small))
+    try {
+      const projects = Array.from({ length: 8 }, (_, i) => `many${i}`)
+      for (const p of projects) {
+        await schemaFor(deps(), p, { t: { url: rx.url } })
+        await enqueueMany(deps(), p, 'to_t', 3)
+      }
+      rx.requests.length = 0
+      const res = await smallHandler(sqsEvent(...projects.map(project => JSON.stringify({ project }))), createContext())
+      expect(res).toEqual({ batchItemFailures: [] })
+      expect(rx.eventIds()).toHaveLength(24)
+    } finally {
+      await closeDeps(small)
+    }
   })
 
   it('drops a malformed signal with an error log instead of retrying it forever', async () => {

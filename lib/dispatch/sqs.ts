@@ -14,7 +14,10 @@ export async function handleSignals(deps: Deps, records: readonly SQSRecord[], o
   records.forEach((r, i) => {
     if (projectOf[i] === undefined) deps.log.error('Dropped a malformed dispatch signal', { messageId: r.messageId })
   })
-  const outcomes = new Map(await Promise.all(projects.map(async project => {
+  // Each drain holds up to three connections at once (claim, record, release); more drains than the
+  // pool can serve would wait on it and time out, so they run a few at a time.
+  const parallel = Math.max(1, Math.floor(deps.config.DB_POOL_MAX / 3))
+  const outcomes = new Map(await mapLimited(projects, parallel, async project => {
     try {
       const result = await drainProject(deps, project, opts)
       deps.log.debug('Drain finished', { project, ...result })
@@ -24,7 +27,7 @@ export async function handleSignals(deps: Deps, records: readonly SQSRecord[], o
       deps.log.error('Dispatch of a project crashed; its signal will be redelivered', { project, error })
       return [project, error] as const
     }
-  })))
+  }))
   return projectOf.map((project): PromiseSettledResult<unknown> => {
     const error = project === undefined ? undefined : outcomes.get(project)
     return error === undefined ? { status: 'fulfilled', value: project } : { status: 'rejected', reason: error }
@@ -42,4 +45,14 @@ export function parseSignal(body: string): string | undefined {
     // falls through: not JSON
   }
   return undefined
+}
+
+/** Maps with at most `limit` calls in flight, keeping the input order. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length)
+  const todo = items.map((item, i) => ({ item, i }))
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
+    for (let job = todo.shift(); job; job = todo.shift()) out[job.i] = await fn(job.item)
+  }))
+  return out
 }
