@@ -50,9 +50,10 @@ export const RECORD_SQL = `UPDATE actions_event e SET
  */
 export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[]): Promise<RecordedRow[]> {
   if (records.length === 0) return []
-  const { rows } = await db.query<RecordedRow>(
-    RECORD_SQL,
-    [
+  const { rows } = await db.query<RecordedRow>({
+    name: 'actions_record',
+    text: RECORD_SQL,
+    values: [
       records.map(r => r.id),
       records.map(r => r.lease),
       records.map(r => r.outcome.ok),
@@ -61,7 +62,7 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
       records.map(r => r.initialRepeatIntervalMs),
       MAX_BACKOFF_MS,
     ],
-  )
+  })
   return rows
 }
 
