@@ -48,6 +48,33 @@ describe('concurrent and crashing dispatchers', () => {
     expect([...(await states(deps(), 'race')).values()].every(s => s.state === 'succeed')).toBe(true)
   })
 
+  it('loses nothing when the database drops every connection mid-drain', async () => {
+    rx.requests.length = 0
+    rx.respond((_, res) => { setTimeout(() => res.end(), 150) })
+    await schemaFor(deps(), 'restart', { t: { url: rx.url, timeoutMs: 1000 } })
+    const ids = await enqueueMany(deps(), 'restart', 'to_t', 24)
+    const drain = drainProject(deps(), 'restart', forever).then(() => 'finished', () => 'crashed')
+    await until('deliveries under way', async () => rx.requests.length > 0)
+    // What a database restart does to the dispatcher: every connection it holds is gone.
+    const admin = createDeps(deps().config, { signals: deps().signals })
+    try {
+      await admin.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+    } finally {
+      await admin.db.end()
+      await admin.http.close()
+    }
+    expect(['finished', 'crashed']).toContain(await drain)
+    // Every event is either delivered and recorded, or waits in the database for its lease to end.
+    const after = await states(deps(), 'restart')
+    expect(after.size).toBe(24)
+    expect([...after.values()].every(s => s.state === 'succeed' || s.state === 'processing' || s.state === 'created')).toBe(true)
+    await until('leases to run out', async () => (await deps().db.query(
+      `SELECT count(*)::int AS n FROM actions_event WHERE project = 'restart' AND state = 'processing' AND visible_at > now()`)).rows[0].n === 0)
+    await drainProject(deps(), 'restart', forever)
+    expect([...(await states(deps(), 'restart')).values()].every(s => s.state === 'succeed')).toBe(true)
+    expect(new Set(rx.eventIds())).toEqual(new Set(ids))
+  })
+
   it('loses nothing when a dispatcher is killed mid-delivery: the event is delivered after the lease', async () => {
     rx.requests.length = 0
     let hold = true
