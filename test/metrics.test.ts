@@ -2,6 +2,9 @@ import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../functions/enqueue.js'
+import { createHandler as createSweeper } from '../functions/sweeper.js'
+import { createRuntime } from '../lib/lambda.js'
+import { briefs, client as cloudWatchClient, startFakeCloudWatch } from './helpers/cloudwatch.js'
 import { loadConfig } from '../lib/config.js'
 import { closeDeps, createDeps } from '../lib/deps.js'
 import { createCounterPusher } from '../lib/metrics-push.js'
@@ -122,5 +125,27 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
     expect(logs.lines.join('\n')).not.toContain('127.0.0.1:9')
     const pushFailed = (await deps.metrics.registry.getMetricsAsJSON()).find(m => m.name === 'contember_actions_metrics_push_failed_total')
     expect(pushFailed?.values[0]?.value).toBe(1)
+  })
+})
+
+describe('the CloudWatch sink in the handlers', () => {
+  it('sends enqueue\'s counter deltas and the sweeper\'s backlog gauges when CLOUDWATCH_METRICS is on', async () => {
+    const cw = await startFakeCloudWatch()
+    const env = await testEnv({ CLOUDWATCH_METRICS: 'true', CLOUDWATCH_NAMESPACE: 'Wired/Actions' })
+    try {
+      const runtime = createRuntime(env.runtime.deps, cloudWatchClient(cw.url))
+      await schemaFor(env.runtime.deps, 'cw', { t: { url: 'http://127.0.0.1:9' } })
+      await createEnqueue(() => runtime)({ project: 'cw', transactionId: TX, events: [1, 2, 3].map(i => ({ trigger: 'to_t', payload: createPayload(i) })) }, createContext())
+      await createSweeper(() => runtime)({}, createContext())
+      expect(cw.protocolErrors).toEqual([])
+      expect(new Set(cw.requests.map(r => r.Namespace))).toEqual(new Set(['Wired/Actions']))
+      const sent = briefs(cw.accepted())
+      expect(sent).toContainEqual({ name: 'EventsEnqueued', dims: 'Project=cw', unit: 'Count', value: 3 })
+      expect(sent).toContainEqual({ name: 'DueEvents', dims: 'Project=cw,State=created', unit: 'Count', value: 3 })
+      expect(sent).toContainEqual({ name: 'FailedEvents', dims: 'Project=cw', unit: 'Count', value: 0 })
+    } finally {
+      await env.close()
+      await cw.stop()
+    }
   })
 })
