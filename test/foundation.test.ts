@@ -107,6 +107,18 @@ describe('operator CLI', () => {
     expect(JSON.parse(got.out).schema.triggers.article_created.target).toBe('hook')
   })
 
+  it('deletes a project only when confirmed', async () => {
+    const file = join(await mkdtemp(join(tmpdir(), 'cli-')), 'schema.json')
+    await writeFile(file, JSON.stringify(sampleSchema()))
+    await run('schema', 'set', 'gone', file)
+    await run('schema', 'set', 'gone', file)
+    expect((await run('schema', 'delete', 'gone')).code).toBe(2)
+    expect(await getCurrentSchema(db.pool, 'gone')).toBeDefined()
+    expect(await run('schema', 'delete', 'gone', '--yes')).toMatchObject({ code: 0, out: 'removed 2 version(s) of the actions schema of gone' })
+    expect(await getCurrentSchema(db.pool, 'gone')).toBeUndefined()
+    expect((await run('schema', 'delete', 'gone', '--yes')).code).toBe(1)
+  })
+
   it('rejects an invalid schema file with the path of the problem and exit code 1', async () => {
     const file = join(await mkdtemp(join(tmpdir(), 'cli-')), 'bad.json')
     await writeFile(file, JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: 'x', timeoutMs: 0 } }, triggers: {} }))

@@ -85,11 +85,18 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     expect(value('contember_actions_oldest_due_event_age_seconds', { contember_project: 'alpha' })).toBeLessThan(120)
     expect(value('contember_actions_failed_events', { contember_project: 'beta' })).toBe(3)
 
-    // beta disappears: its heartbeat series must go, as the seed's dispose() does.
-    await deps().db.query(`DELETE FROM actions_event WHERE project = 'beta'; DELETE FROM actions_schema WHERE project = 'beta'`)
+    // beta disappears: its heartbeat series must go, as the seed's dispose() does; its failed events
+    // still need an operator, so their gauge stays.
+    await deps().db.query(`DELETE FROM actions_schema WHERE project = 'beta'`)
     await run()
     s = await samples()
     expect(value('contember_actions_worker_heartbeat_timestamp_seconds', { contember_project: 'alpha' })).toBeDefined()
+    expect(value('contember_actions_worker_heartbeat_timestamp_seconds', { contember_project: 'beta' })).toBeUndefined()
+    expect(value('contember_actions_failed_events', { contember_project: 'beta' })).toBe(3)
+    // Once its failed events are gone too, nothing of beta is left.
+    await deps().db.query(`DELETE FROM actions_event WHERE project = 'beta'`)
+    await run()
+    s = await samples()
     expect(s.filter(x => x.labels.job === 'contember_actions_sweeper' && x.labels.contember_project === 'beta')).toEqual([])
   })
 

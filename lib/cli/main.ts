@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url'
 import { z } from 'zod'
 import { migrate } from '../db/migrate.js'
 import { createPool } from '../db/pool.js'
-import { getCurrentSchema, storeSchema } from '../db/schemas.js'
+import { deleteSchema, getCurrentSchema, storeSchema } from '../db/schemas.js'
 import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
 import { eventsCommand, EventsUsageError, EVENTS_USAGE } from './events.js'
 
@@ -13,6 +13,8 @@ Commands:
   migrate                                   apply pending migrations (reads DATABASE_URL)
   schema set <project> <file.json>          validate and store a new actions schema version
   schema get <project>                      print the current actions schema
+  schema delete <project> --yes             remove the project: its pending events then fail as
+                                            unknown target, its heartbeat series goes at the next sweep
   variables set <project> NAME=VALUE... [--mode merge|set|append-only-missing]
                                             set variables (default mode: merge)
   variables list <project> [--show-values]  list variable names (values only with --show-values)
@@ -78,6 +80,13 @@ async function run(pool: ReturnType<typeof createPool>, cmd: string, args: strin
         const current = await getCurrentSchema(pool, project)
         if (!current) throw new Error(`unknown project "${project}"`)
         io.out(JSON.stringify({ version: current.version, schema: current.schema }, null, 2))
+        return
+      }
+      if (sub === 'delete') {
+        if (!more.includes('--yes')) throw new UsageError('schema delete: pending events of the project will fail; add --yes to confirm')
+        const removed = await deleteSchema(pool, project)
+        if (removed === 0) throw new Error(`unknown project "${project}"`)
+        io.out(`removed ${removed} version(s) of the actions schema of ${project}`)
         return
       }
       throw new UsageError(`schema: unknown subcommand "${sub ?? ''}"`)

@@ -34,3 +34,9 @@ export async function listProjects(db: Queryable): Promise<string[]> {
   const { rows } = await db.query<{ project: string }>('SELECT DISTINCT project FROM actions_schema ORDER BY project')
   return rows.map(r => r.project)
 }
+
+/** Removes every version of a project's actions schema; returns how many were removed. */
+export async function deleteSchema(db: Queryable, project: string): Promise<number> {
+  const { rowCount } = await db.query('DELETE FROM actions_schema WHERE project = $1', [project])
+  return rowCount ?? 0
+}

@@ -33,8 +33,10 @@ const MAX_RETENTION_BATCHES = 50
 export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult> {
   const log = deps.log.child({ loc: 'sweeper' })
   const [projects, backlog] = await Promise.all([listProjects(deps.db), readBacklog(deps.db)])
-  // A project with due events but no schema still needs its events driven (to fail as unknown target).
-  const active = [...new Set([...projects, ...backlog.keys()])].sort()
+  // Active: a stored schema, or due events (without a schema they still need driving, to fail as
+  // unknown target). A removed project whose events are all resolved is not active: no heartbeat.
+  const hasDue = (b: ProjectBacklog) => b.due.created + b.due.retrying + b.due.processing > 0
+  const active = [...new Set([...projects, ...[...backlog.values()].filter(hasDue).map(b => b.project)])].sort()
 
   const signals: Record<string, number> = {}
   const wanted = active.map(project => ({ project, count: signalsFor(backlog.get(project), deps.config.SWEEPER_EVENTS_PER_SIGNAL, deps.config.DISPATCH_MAX_CONCURRENCY) }))
@@ -48,10 +50,11 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
 
   const gauges = createSweeperGauges()
   const now = Date.now() / 1000
-  for (const project of active) {
+  // Backlog gauges also cover failed events left by a removed project: they still need an operator.
+  for (const project of new Set([...active, ...backlog.keys()])) {
     const b = backlog.get(project)
     const labels = { contember_project: project }
-    gauges.heartbeat.set(labels, now)
+    if (active.includes(project)) gauges.heartbeat.set(labels, now)
     for (const state of ['created', 'retrying', 'processing'] as const) gauges.dueEvents.set({ ...labels, state }, b?.due[state] ?? 0)
     gauges.oldestDueAge.set(labels, b?.oldestDueAgeSeconds ?? 0)
     gauges.failedEvents.set(labels, b?.failed ?? 0)
