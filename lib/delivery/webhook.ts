@@ -13,32 +13,39 @@ export const USER_AGENT = 'Contember Actions'
 /** The result of one delivery attempt of one batch: an outcome per event, and how long the exchange took. */
 export type Delivery = { outcomes: Map<string, Outcome>; durationMs: number }
 
-/**
- * POSTs one batch to a webhook target and interprets the answer. Never throws for target trouble:
- * timeouts, refused connections and bad answers become failed outcomes. Nothing secret is logged.
- */
-export async function deliver(http: Dispatcher, target: WebhookTarget, events: readonly EventRow[], variables: ReadonlyMap<string, string>, log: Logger): Promise<Delivery> {
-  const ids = events.map(e => e.id)
-  const started = performance.now()
-  const finish = (outcomes: Map<string, Outcome>): Delivery => ({ outcomes, durationMs: Math.round(performance.now() - started) })
-  const failAll = (errorMessage: string) => finish(new Map(ids.map(id => [id, { ok: false, errorMessage }])))
+/** Where and how a target is reached once its variables are substituted, or why it cannot be. */
+export type Address = { ok: true; url: URL; headers: Readonly<Record<string, string>> } | { ok: false; error: string }
 
+/**
+ * Substitutes the project's variables into a target's URL and headers. A drain does it once per
+ * target, not per batch; the result holds secrets and is never logged.
+ */
+export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<string, string>): Address {
   let url: URL
   let headers: Record<string, string>
   try {
     url = new URL(substitute(target.url, variables))
     headers = Object.fromEntries(Object.entries(target.headers ?? {}).map(([k, v]) => [k, substitute(v, variables)]))
   } catch (e) {
-    const message = e instanceof UndefinedVariableError ? e.message : 'Invalid URL'
-    log.warn('Webhook target could not be addressed', { target: target.name, error: message, events: ids })
-    return failAll(message)
+    return { ok: false, error: e instanceof UndefinedVariableError ? e.message : 'Invalid URL' }
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    log.warn('Webhook target could not be addressed', { target: target.name, error: 'Unsupported URL scheme', events: ids })
-    return failAll('Unsupported URL scheme')
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, error: 'Unsupported URL scheme' }
+  return { ok: true, url, headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT } }
+}
+
+/**
+ * POSTs one batch to a webhook target and interprets the answer. Never throws for target trouble:
+ * timeouts, refused connections and bad answers become failed outcomes. Nothing secret is logged.
+ */
+export async function deliver(http: Dispatcher, target: WebhookTarget, address: Address, events: readonly EventRow[], log: Logger): Promise<Delivery> {
+  const ids = events.map(e => e.id)
+  const started = performance.now()
+  const finish = (outcomes: Map<string, Outcome>): Delivery => ({ outcomes, durationMs: Math.round(performance.now() - started) })
+  const failAll = (errorMessage: string) => finish(new Map(ids.map(id => [id, { ok: false, errorMessage }])))
+  if (!address.ok) {
+    log.warn('Webhook target could not be addressed', { target: target.name, error: address.error, events: ids })
+    return failAll(address.error)
   }
-  headers['content-type'] = 'application/json'
-  headers['user-agent'] = USER_AGENT
 
   const timeoutMs = target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
   const abort = new AbortController()
@@ -46,9 +53,9 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, events: r
   const timer = setTimeout(() => abort.abort(), timeoutMs)
   let res: HttpResponse
   try {
-    const r = await request(url, {
+    const r = await request(address.url, {
       method: 'POST',
-      headers,
+      headers: address.headers,
       body: JSON.stringify(requestBody(target, events)),
       dispatcher: http,
       signal: abort.signal,

@@ -5,7 +5,7 @@ import { releaseClaims, type AttemptRecord, type RecordedRow } from '../db/recor
 import { getCurrentSchema } from '../db/schemas.js'
 import { fetchVariables } from '../db/variables.js'
 import type { Outcome } from '../delivery/response.js'
-import { deliver } from '../delivery/webhook.js'
+import { addressTarget, deliver, type Address } from '../delivery/webhook.js'
 import type { Deps } from '../deps.js'
 import type { Logger } from '../log.js'
 import { MAX_DELAY_SECONDS } from '../signals.js'
@@ -53,6 +53,13 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   const claimConfig: TargetClaimConfig[] = [...targets.values()].map(t => ({ name: t.name, batchSize: t.batchSize ?? TARGET_DEFAULTS.batchSize, leaseMs: leaseOf(t) }))
   // The next batch could go to any target, so the slowest one decides whether another fits in the time left.
   const neededMs = Math.max(0, ...[...targets.values()].map(t => t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs)) + deps.config.DISPATCH_TIME_MARGIN_MS
+  // Variables are read once per drain, so each target's URL and headers are resolved once too.
+  const addresses = new Map<string, Address>()
+  const addressOf = (t: WebhookTarget): Address => {
+    let a = addresses.get(t.name)
+    if (!a) addresses.set(t.name, a = addressTarget(t, variables))
+    return a
+  }
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
 
   const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log))
@@ -133,7 +140,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
     }
     delivering++
     try {
-      recorder.add(await deliverBatch(deps, project, next.batch, next.target, variables, log, opts))
+      recorder.add(await deliverBatch(deps, project, next.batch, next.target, addressOf(next.target), log, opts))
       result.batches++
     } finally {
       delivering--
@@ -171,11 +178,11 @@ function signal(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve }
 }
 
-async function deliverBatch(deps: Deps, project: string, batch: ClaimedBatch, target: WebhookTarget, variables: ReadonlyMap<string, string>, log: Logger, opts: DrainOptions): Promise<AttemptRecord[]> {
+async function deliverBatch(deps: Deps, project: string, batch: ClaimedBatch, target: WebhookTarget, address: Address, log: Logger, opts: DrainOptions): Promise<AttemptRecord[]> {
   let outcomes: Map<string, Outcome>
   let durationMs = 0
   try {
-    const delivery = await deliver(deps.http, target, batch.events, variables, log)
+    const delivery = await deliver(deps.http, target, address, batch.events, log)
     outcomes = delivery.outcomes
     durationMs = delivery.durationMs
     deps.metrics.forProject(project).deliveryDuration(durationMs / 1000)
