@@ -8,6 +8,7 @@ import type { Outcome } from '../delivery/response.js'
 import { addressTarget, deliver, type Address } from '../delivery/webhook.js'
 import type { Deps } from '../deps.js'
 import type { Logger } from '../log.js'
+import type { ProjectMetrics } from '../metrics.js'
 import { MAX_DELAY_SECONDS } from '../signals.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { createRecorder } from './recorder.js'
@@ -35,7 +36,9 @@ const MAX_UNRECORDED = 2_000
 /** Events claimed ahead of the workers (at least two batches per worker). */
 const PREFETCH_EVENTS = 256
 
-type Claimed = { batch: ClaimedBatch; target: WebhookTarget; claimedAt: number; leaseMs: number }
+type Claimed = { batch: ClaimedBatch; target: WebhookTarget; claimedAt: number }
+
+const timeoutOf = (t: WebhookTarget) => t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
 
 /**
  * Delivers a project's due events until nothing is due or the invocation runs short of time.
@@ -49,10 +52,10 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   const metrics = deps.metrics.forProject(project)
   const [stored, variables] = await Promise.all([getCurrentSchema(deps.db, project), fetchVariables(deps.db, project)])
   const targets = new Map(Object.values(stored?.schema.targets ?? {}).map(t => [t.name, t]))
-  const leaseOf = (t: WebhookTarget) => (t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs) + deps.config.LEASE_MARGIN_MS
+  const leaseOf = (t: WebhookTarget) => timeoutOf(t) + deps.config.LEASE_MARGIN_MS
   const claimConfig: TargetClaimConfig[] = [...targets.values()].map(t => ({ name: t.name, batchSize: t.batchSize ?? TARGET_DEFAULTS.batchSize, leaseMs: leaseOf(t) }))
   // The next batch could go to any target, so the slowest one decides whether another fits in the time left.
-  const neededMs = Math.max(0, ...[...targets.values()].map(t => t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs)) + deps.config.DISPATCH_TIME_MARGIN_MS
+  const neededMs = Math.max(0, ...[...targets.values()].map(timeoutOf)) + deps.config.DISPATCH_TIME_MARGIN_MS
   // Variables are read once per drain, so each target's URL and headers are resolved once too.
   const addresses = new Map<string, Address>()
   const addressOf = (t: WebhookTarget): Address => {
@@ -87,13 +90,16 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       failUnknown(claimed.unknownTarget, result, metrics, log)
       for (const batch of claimed.batches) {
         const target = targets.get(batch.target)
-        if (target) queue.push({ batch, target, claimedAt, leaseMs: leaseOf(target) })
+        if (target) queue.push({ batch, target, claimedAt })
       }
       // Fewer batches than asked means nothing else is claimable right now.
       exhausted = claimed.batches.length < want && claimed.unknownTarget.length === 0
     })().catch(e => { failure ??= e }).finally(() => { claiming = undefined })
     return claiming
   }
+
+  const release = (claims: Claimed[]) =>
+    releaseClaims(deps.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
 
   // Workers with nothing to do wait for one that is delivering: its outcome may make more work
   // claimable (a quick retry, an event released elsewhere). The drain ends when all are idle.
@@ -120,27 +126,24 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       await wake.promise
       return true
     }
-    const timeoutMs = next.target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
-    if (opts.remainingMs() < timeoutMs + deps.config.DISPATCH_TIME_MARGIN_MS) {
+    if (opts.remainingMs() < timeoutOf(next.target) + deps.config.DISPATCH_TIME_MARGIN_MS) {
       // Out of time: hand every claim still queued back at once, due now, for the continuation.
       result.stop = 'time'
-      const left = [next, ...queue.splice(0)]
-      await releaseClaims(deps.db, left.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+      await release([next, ...queue.splice(0)])
       return true
     }
-    const unsafe = (c: Claimed) => performance.now() - c.claimedAt + (c.target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs) > c.leaseMs
+    const unsafe = (c: Claimed) => performance.now() - c.claimedAt + timeoutOf(c.target) > leaseOf(c.target)
     if (unsafe(next)) {
       // Its lease could run out mid-delivery, letting another dispatcher take the events too; claims
       // queued behind a slow target age together, so all that are as old go back in one statement.
       const aged = queue.filter(unsafe)
       for (const c of aged) queue.splice(queue.indexOf(c), 1)
-      const stale = [next, ...aged]
-      await releaseClaims(deps.db, stale.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+      await release([next, ...aged])
       return true
     }
     delivering++
     try {
-      recorder.add(await deliverBatch(deps, project, next.batch, next.target, addressOf(next.target), log, opts))
+      recorder.add(await deliverBatch(deps, metrics, project, next.batch, next.target, addressOf(next.target), log, opts))
       result.batches++
     } finally {
       delivering--
@@ -178,14 +181,14 @@ function signal(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve }
 }
 
-async function deliverBatch(deps: Deps, project: string, batch: ClaimedBatch, target: WebhookTarget, address: Address, log: Logger, opts: DrainOptions): Promise<AttemptRecord[]> {
+async function deliverBatch(deps: Deps, metrics: ProjectMetrics, project: string, batch: ClaimedBatch, target: WebhookTarget, address: Address, log: Logger, opts: DrainOptions): Promise<AttemptRecord[]> {
   let outcomes: Map<string, Outcome>
   let durationMs = 0
   try {
     const delivery = await deliver(deps.http, target, address, batch.events, log)
     outcomes = delivery.outcomes
     durationMs = delivery.durationMs
-    deps.metrics.forProject(project).deliveryDuration(durationMs / 1000)
+    metrics.deliveryDuration(durationMs / 1000)
   } catch (error) {
     // A bug, not target trouble: the attempt still counts, as upstream does, so the event cannot loop forever.
     log.error('Delivery failed with an internal error', { target: target.name, error })
@@ -203,7 +206,7 @@ async function deliverBatch(deps: Deps, project: string, batch: ClaimedBatch, ta
   return records
 }
 
-function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>, result: DrainResult, metrics: ReturnType<Deps['metrics']['forProject']>, log: Logger): void {
+function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>, result: DrainResult, metrics: ProjectMetrics, log: Logger): void {
   let succeeded = 0
   let retried = 0
   let failed = 0
@@ -228,7 +231,7 @@ function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, Attempt
   metrics.failed(failed)
 }
 
-function failUnknown(rows: EventRow[], result: DrainResult, metrics: ReturnType<Deps['metrics']['forProject']>, log: Logger): void {
+function failUnknown(rows: EventRow[], result: DrainResult, metrics: ProjectMetrics, log: Logger): void {
   for (const row of rows) {
     // Never retried: the schema has to name the target again before such an event can be delivered.
     log.error('Action event failed permanently, its target is not in the schema', { eventId: row.id, target: row.target, trigger: row.trigger })
