@@ -8,6 +8,11 @@ export type ProjectBacklog = {
   failed: number
 }
 
+/** Events due now across all due states. */
+export function dueTotal(b: ProjectBacklog): number {
+  return b.due.created + b.due.retrying + b.due.processing
+}
+
 export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n, extract(epoch FROM now() - min(visible_at))::float8 AS oldest_s
   FROM actions_event
   WHERE state IN ('created', 'retrying', 'processing') AND visible_at <= now()

@@ -1,5 +1,5 @@
 import { listProjects } from '../db/schemas.js'
-import { deleteResolved, readBacklog, type ProjectBacklog } from '../db/backlog.js'
+import { deleteResolved, dueTotal, readBacklog, type ProjectBacklog } from '../db/backlog.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, SWEEPER_JOB, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
 import { deleteGroup, pushRegistry } from '../metrics-push.js'
@@ -35,8 +35,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   const [projects, backlog] = await Promise.all([listProjects(deps.db), readBacklog(deps.db)])
   // Active: a stored schema, or due events (without a schema they still need driving, to fail as
   // unknown target). A removed project whose events are all resolved is not active: no heartbeat.
-  const hasDue = (b: ProjectBacklog) => b.due.created + b.due.retrying + b.due.processing > 0
-  const active = [...new Set([...projects, ...[...backlog.values()].filter(hasDue).map(b => b.project)])].sort()
+  const active = [...new Set([...projects, ...[...backlog.values()].filter(b => dueTotal(b) > 0).map(b => b.project)])].sort()
 
   const signals: Record<string, number> = {}
   const wanted = active.map(project => ({ project, count: signalsFor(backlog.get(project), deps.config.SWEEPER_EVENTS_PER_SIGNAL, deps.config.DISPATCH_MAX_CONCURRENCY) }))
@@ -89,8 +88,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
 
 /** None when nothing is due, one for a small backlog, more for a large one, never above the dispatch parallelism. */
 export function signalsFor(backlog: ProjectBacklog | undefined, eventsPerSignal: number, maxConcurrency: number): number {
-  if (!backlog) return 0
-  const due = backlog.due.created + backlog.due.retrying + backlog.due.processing
+  const due = backlog ? dueTotal(backlog) : 0
   if (due === 0) return 0
   return Math.min(maxConcurrency, Math.ceil(due / eventsPerSignal))
 }
