@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { DEFAULT_MAX_TARGET_TIMEOUT_MS } from './schema/limits.js'
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'expected true or false' })
@@ -32,6 +33,11 @@ export const configSchema = z.object({
   DISPATCH_CONCURRENCY: positiveInt(8),
   /** Stop draining when less than (next target's timeout + this margin) remains of the invocation. */
   DISPATCH_TIME_MARGIN_MS: nonNegativeInt(5_000),
+  /**
+   * Longest `timeoutMs` a target may set; keep it below the dispatch function's timeout minus
+   * DISPATCH_TIME_MARGIN_MS. A stored target above it is held back at dispatch, never run.
+   */
+  MAX_TARGET_TIMEOUT_MS: positiveInt(DEFAULT_MAX_TARGET_TIMEOUT_MS),
   /** A claim lease lasts the target's timeout plus this margin. */
   LEASE_MARGIN_MS: positiveInt(30_000),
   /** How many dispatch invocations may run at once (the SQS event source's maximumConcurrency). */

@@ -1,0 +1,74 @@
+// The bounds of what a schema and a producer may ask of the engine (DESIGN.md §3 and §9). Each is a
+// named constant so validation at the edge and the checks at dispatch agree on one number.
+
+/** Largest value a Postgres `int` column or cast takes; larger numbers overflow the record statement. */
+export const MAX_INT32 = 2_147_483_647
+
+/** Attempts per event: upstream's default is 10; past 1000 an event would retry for centuries. */
+export const MAX_ATTEMPTS = 1000
+
+/** First retry interval at most one day: the doubling makes anything longer useless and risks overflow. */
+export const MAX_INITIAL_REPEAT_INTERVAL_MS = 24 * 60 * 60 * 1000
+
+/** Events per POST at most: the claim and the request body grow with it. */
+export const MAX_BATCH_SIZE = 1000
+
+/**
+ * Default longest `timeoutMs` a target may set (config MAX_TARGET_TIMEOUT_MS overrides it). It must
+ * stay below the dispatch function's timeout minus DISPATCH_TIME_MARGIN_MS, or a drain could never
+ * start a delivery to that target.
+ */
+export const DEFAULT_MAX_TARGET_TIMEOUT_MS = 60_000
+
+/** Keys a path or a body template may not use: they reach Object.prototype instead of the object. */
+export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'prototype', 'constructor'])
+
+/** Header names the engine owns or that would corrupt the request framing. */
+export const FORBIDDEN_HEADERS: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding', 'connection'])
+
+/** One event's payload, serialized, at most (SQS-sized: a bigger payload belongs in the receiver's own fetch). */
+export const MAX_PAYLOAD_BYTES = 256 * 1024
+
+/** JSON nesting at most: deeper input is hostile, and recursive code over it would overflow the stack. */
+export const MAX_DEPTH = 64
+
+/** Events per enqueue request at most. */
+export const MAX_EVENTS_PER_REQUEST = 10_000
+
+/** One enqueue request, serialized, at most (Lambda's synchronous invocation payload limit). */
+export const MAX_REQUEST_BYTES = 6_000_000
+
+/** How much of an offending input an error message may quote. */
+export const MAX_QUOTED_CHARS = 64
+
+/** The numeric limits a target must respect to be run; `maxTimeoutMs` comes from the configuration. */
+export type TargetLimits = { maxTimeoutMs: number }
+
+/** What a target needs checked to be runnable; a structural subset of the webhook target. */
+export type TargetNumbers = {
+  timeoutMs?: number | undefined
+  maxAttempts?: number | undefined
+  initialRepeatIntervalMs?: number | undefined
+  batchSize?: number | undefined
+  payloadPath?: readonly string[] | undefined
+}
+
+/**
+ * Why a target cannot be run under these limits, as `field: problem` lines (empty when it can).
+ * Used by validation at `schema set` and by dispatch for schemas stored before a limit existed.
+ */
+export function targetProblems(target: TargetNumbers, limits: TargetLimits): string[] {
+  const problems: string[] = []
+  const check = (field: string, value: number | undefined, min: number, max: number) => {
+    if (value === undefined) return
+    if (!Number.isInteger(value) || value < min || value > max) problems.push(`${field}: expected an integer from ${min} to ${max}`)
+  }
+  check('timeoutMs', target.timeoutMs, 1, limits.maxTimeoutMs)
+  check('maxAttempts', target.maxAttempts, 1, MAX_ATTEMPTS)
+  check('initialRepeatIntervalMs', target.initialRepeatIntervalMs, 1, MAX_INITIAL_REPEAT_INTERVAL_MS)
+  check('batchSize', target.batchSize, 1, MAX_BATCH_SIZE)
+  for (const key of target.payloadPath ?? []) {
+    if (FORBIDDEN_KEYS.has(key)) problems.push(`payloadPath: "${key}" is not allowed as a key`)
+  }
+  return problems
+}
