@@ -40,7 +40,7 @@ export type ActionsBench = {
 
 /** Actions over a fresh, migrated database, with its signals going to `signalQueueUrl`. */
 export async function setupActions(url: string, receiverUrl: string, sqs: SQSClient, signalQueueUrl: string, ctx: TimedContext): Promise<ActionsBench> {
-  const config = loadConfig({ DATABASE_URL: url, SIGNAL_QUEUE_URL: signalQueueUrl, DISPATCH_CONCURRENCY: '8', LOG_LEVEL: 'error' })
+  const config = loadConfig({ DATABASE_URL: url, SIGNAL_QUEUE_URL: signalQueueUrl, DISPATCH_CONCURRENCY: '8', LOG_LEVEL: 'error', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' })
   const deps = createDeps(config, { sqs })
   await migrate(deps.db)
   const statements = countStatements(deps.db)

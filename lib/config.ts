@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { parseNetworks } from './delivery/egress.js'
 import { DEFAULT_MAX_TARGET_TIMEOUT_MS } from './schema/limits.js'
 
 const bool = z
@@ -47,6 +48,14 @@ export const configSchema = z.object({
   RETENTION_DAYS: positiveInt(7),
   RETENTION_INCLUDE_FAILED: bool.default(false),
   RETENTION_BATCH_SIZE: positiveInt(5_000),
+  /**
+   * CIDR ranges (comma or space separated) the egress guard lets deliveries reach although they are
+   * private, loopback or otherwise blocked; empty by default. The local stack and tests allow loopback.
+   */
+  WEBHOOK_ALLOWED_NETWORKS: z.string().default('').superRefine((list, ctx) => {
+    const { invalid } = parseNetworks(list)
+    if (invalid.length) ctx.addIssue({ code: 'custom', message: `expected CIDR ranges such as 10.0.0.0/8 or fd00::/8, comma or space separated (entry ${invalid.join(', ')} is not one)` })
+  }),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 })
 

@@ -3,6 +3,7 @@ import type pg from 'pg'
 import { Agent } from 'undici'
 import type { Config } from './config.js'
 import { createPool } from './db/pool.js'
+import { guardedConnector, parseNetworks } from './delivery/egress.js'
 import { createLogger, type Logger } from './log.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { createSignals, type Signals } from './signals.js'
@@ -28,7 +29,8 @@ export function createDeps(config: Config, overrides: Partial<Deps> & { sqs?: SQ
     signals: createSignals(client, config.SIGNAL_QUEUE_URL),
     metrics: createMetrics(),
     log: createLogger(config.LOG_LEVEL),
-    http: new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 64, pipelining: 1 }),
+    // Every connection passes the egress guard (lib/delivery/egress.ts), after DNS, pinned to the checked address.
+    http: new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 64, pipelining: 1, connect: guardedConnector(parseNetworks(config.WEBHOOK_ALLOWED_NETWORKS).networks) }),
     ...rest,
   }
 }

@@ -97,6 +97,10 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     cleanups.push(async () => sqs.destroy())
     const queueArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: env.SIGNAL_QUEUE_URL, AttributeNames: ['QueueArn'] }))).Attributes?.QueueArn ?? 'arn:aws:sqs:local:000000000000:actions-signals'
 
+    // Receivers on this machine (the demo's, a developer's) listen on loopback, which the egress guard
+    // refuses in deployed stages: the local stack allows it unless WEBHOOK_ALLOWED_NETWORKS says otherwise.
+    env.WEBHOOK_ALLOWED_NETWORKS ??= '127.0.0.0/8,::1/128'
+    print(`egress     private addresses refused; allowed: ${env.WEBHOOK_ALLOWED_NETWORKS || 'none'} (WEBHOOK_ALLOWED_NETWORKS)`)
     const config = loadConfig(env)
     const deps = createDeps(config, { sqs })
     cleanups.push(() => closeDeps(deps))

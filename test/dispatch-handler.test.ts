@@ -53,7 +53,7 @@ describe('the dispatch function', () => {
   })
 
   it('drains many projects of one batch a few at a time within a small pool', async () => {
-    const small = createDeps(loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, DB_POOL_MAX: '3' }), { sqs: env.queue.client })
+    const small = createDeps(loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, DB_POOL_MAX: '3', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' }), { sqs: env.queue.client })
     const smallHandler = createHandler(() => createRuntime(small))
     try {
       const projects = Array.from({ length: 8 }, (_, i) => `many${i}`)

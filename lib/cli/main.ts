@@ -6,6 +6,7 @@ import { createPool } from '../db/pool.js'
 import { deleteSchema, getCurrentSchema, storeSchema } from '../db/schemas.js'
 import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
 import { eventsCommand, EventsUsageError, EVENTS_USAGE } from './events.js'
+import { signingCommand, SIGNING_USAGE } from './signing.js'
 
 export const USAGE = `Usage: actions <command> [args]
 
@@ -19,6 +20,7 @@ Commands:
                                             set variables (default mode: merge)
   variables list <project> [--show-values]  list variable names (values only with --show-values)
 ${EVENTS_USAGE}
+${SIGNING_USAGE}
 Environment: DATABASE_URL (postgres://user@host:port/db)
 
 Exit codes: 0 ok, 1 failure, 2 usage error`
@@ -38,6 +40,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     io.out(USAGE)
     return cmd ? 0 : 2
   }
+  // Makes a secret and touches no database.
+  if (cmd === 'signing') return signingCommand(rest, io)
   const dbUrl = z.url().safeParse(env.DATABASE_URL)
   if (!dbUrl.success) {
     io.err('DATABASE_URL: ' + (env.DATABASE_URL ? 'expected a URL' : 'required'))

@@ -3,7 +3,9 @@ import { request, type Dispatcher } from 'undici'
 import type { EventRow } from '../db/events.js'
 import type { Logger } from '../log.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
+import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE } from './egress.js'
 import { interpretResponse, type HttpResponse, type Outcome } from './response.js'
+import { signingKeys, withSignature, type SigningKeys } from './signing.js'
 import { requestBody, substitute, UndefinedVariableError } from './template.js'
 
 /** Response bytes read at most; the rest is discarded unread (a target can answer with anything). */
@@ -14,7 +16,7 @@ export const USER_AGENT = 'Contember Actions'
 export type Delivery = { outcomes: Map<string, Outcome>; durationMs: number }
 
 /** Where and how a target is reached once its variables are substituted, or why it cannot be. */
-export type Address = { ok: true; url: URL; headers: Readonly<Record<string, string>> } | { ok: false; error: string }
+export type Address = { ok: true; url: URL; headers: Readonly<Record<string, string>>; signingKeys?: SigningKeys } | { ok: false; error: string }
 
 /**
  * Substitutes the project's variables into a target's URL and headers. A drain does it once per
@@ -30,7 +32,9 @@ export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<stri
     return { ok: false, error: e instanceof UndefinedVariableError ? e.message : 'Invalid URL' }
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, error: 'Unsupported URL scheme' }
-  return { ok: true, url, headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT } }
+  const signing = signingKeys(target.signingSecret, variables)
+  if (!signing.ok) return { ok: false, error: signing.error }
+  return { ok: true, url, headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT }, ...(signing.keys ? { signingKeys: signing.keys } : {}) }
 }
 
 /**
@@ -53,10 +57,12 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, address: 
   const timer = setTimeout(() => abort.abort(), timeoutMs)
   let res: HttpResponse
   try {
+    const body = JSON.stringify(requestBody(target, events))
     const r = await request(address.url, {
       method: 'POST',
-      headers: address.headers,
-      body: JSON.stringify(requestBody(target, events)),
+      // Signed per attempt: the timestamp is this attempt's, and the signature covers the exact body bytes.
+      headers: withSignature(address.headers, address.signingKeys, ids, body),
+      body,
       dispatcher: http,
       signal: abort.signal,
     })
@@ -92,6 +98,7 @@ async function readBounded(body: Dispatcher.ResponseData['body']): Promise<{ bod
 function networkError(e: unknown): string {
   const code = errorCode(e) ?? errorCode(e instanceof Error ? e.cause : undefined)
   switch (code) {
+    case DESTINATION_NOT_ALLOWED_CODE: return DESTINATION_NOT_ALLOWED
     case 'ECONNREFUSED': return 'Connection refused'
     case 'ECONNRESET': case 'UND_ERR_SOCKET': return 'Connection reset'
     case 'ENOTFOUND': case 'EAI_AGAIN': return 'Host not found'

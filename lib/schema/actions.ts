@@ -23,6 +23,7 @@ export const webhookTargetSchema = z.object({
   maxAttempts: positiveInt.optional(),
   initialRepeatIntervalMs: positiveInt.optional(),
   batchSize: positiveInt.max(1000, 'expected at most 1000').optional(),
+  signingSecret: z.string().min(1).optional(),
 }).strict()
 
 const triggerBase = {

@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
-export type ReceivedRequest = { method: string; path: string; headers: IncomingMessage['headers']; body: any; at: number }
+/** `raw` is the body exactly as received (what a signature covers). */
+export type ReceivedRequest = { method: string; path: string; headers: IncomingMessage['headers']; body: any; raw: string; at: number }
 
 /** Decides how the receiver answers one request; the default answers 200 with an empty body. */
 export type Responder = (req: ReceivedRequest, res: ServerResponse) => void | Promise<void>
@@ -24,7 +25,7 @@ export async function startReceiver(responder: Responder = (_, res) => { res.end
     req.on('data', c => chunks.push(c))
     req.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8')
-      const received: ReceivedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: text ? JSON.parse(text) : undefined, at: Date.now() }
+      const received: ReceivedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: text ? JSON.parse(text) : undefined, raw: text, at: Date.now() }
       requests.push(received)
       void Promise.resolve(current(received, res)).catch(() => res.destroy())
     })

@@ -16,7 +16,8 @@ export type TestEnv = {
 export async function testEnv(env: Record<string, string> = {}): Promise<TestEnv> {
   const db = await freshDatabase()
   const queue = await startQueue()
-  const config = loadConfig({ DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, LOG_LEVEL: 'debug', ...env })
+  // Receivers listen on 127.0.0.1, which the egress guard refuses unless allowed.
+  const config = loadConfig({ DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, LOG_LEVEL: 'debug', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', ...env })
   const deps = createDeps(config, { sqs: queue.client })
   const runtime = createRuntime(deps)
   return {
