@@ -172,8 +172,8 @@ describe('the dispatch function', () => {
     expect(all).not.toContain('127.0.0.1:9')
     const failed = [...(await states(deps(), 'sec')).values()].map(s => (s.log[0] as { errorMessage: string }).errorMessage).sort()
     expect(failed).toEqual([
-      'Connection refused', 'Internal Server Error', 'Malformed response: failures name events outside the batch',
-      'Malformed response: invalid "failures"', 'Reported failed by the target', 'Timeout after 200 ms', 'Undefined variable nope',
+      'Connection refused', 'Internal Server Error', 'Invalid response: "failures" must be an array',
+      'Invalid response: undefined events IDs: [redacted]', 'Reported failed by the target', 'Timeout after 200 ms', 'Undefined variable nope',
     ])
   })
 

@@ -68,8 +68,8 @@ describe('claim and deliver', () => {
     expect(req?.headers).toMatchObject({ authorization: 'Bearer s3cret', 'x-static': 'yes', 'content-type': 'application/json', 'user-agent': 'Contember Actions' })
     expect(req?.body.source).toBe('cms')
     expect(req?.body.data.keep).toBe(true)
-    expect(req?.body.data.items).toHaveLength(1)
-    const ev = req?.body.data.items[0]
+    expect(req?.body.data.items.events).toHaveLength(1)
+    const ev = req?.body.data.items.events[0]
     expect(ev).toMatchObject({ operation: 'create', entity: 'Article', id: 0, values: { title: 'Article 0' } })
     expect(ev.meta).toMatchObject({ eventId: id, transactionId: expect.any(String), numRetries: 0, trigger: 'to_t', target: 't' })
     expect(Object.keys(ev.meta).sort()).toEqual(['createdAt', 'eventId', 'identityId', 'ipAddress', 'lastStateChange', 'numRetries', 'target', 'transactionId', 'trigger', 'userAgent'])

@@ -1,4 +1,6 @@
 import type { Outcome } from '../delivery/response.js'
+import { cleanText, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../delivery/text.js'
+import { MAX_INT32 } from '../schema/limits.js'
 import type { Queryable } from './pool.js'
 
 /** One attempt's outcome for one claimed event, with what the retry rule needs. */
@@ -58,23 +60,33 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
       records.map(r => r.lease),
       records.map(r => r.outcome.ok),
       records.map(r => (r.outcome.ok ? null : JSON.stringify(logEntry(r.outcome, r.durationMs)))),
-      records.map(r => r.maxAttempts),
-      records.map(r => r.initialRepeatIntervalMs),
+      // Clamped into the columns' int range: a stored schema from before the limits must not make the
+      // statement fail (and the attempt go uncounted) on a cast.
+      records.map(r => clampInt(r.maxAttempts, 1)),
+      records.map(r => clampInt(r.initialRepeatIntervalMs, 0)),
       MAX_BACKOFF_MS,
     ],
   })
   return rows
 }
 
-/** The log entry of a failed attempt: `{ ok: false, code?, errorMessage?, response?, durationMs }`. */
+/**
+ * The log entry of a failed attempt: `{ ok: false, code?, errorMessage?, response?, durationMs }`.
+ * Its text is made storable here once more (valid, bounded), whoever built the outcome: delivery
+ * already redacted it, and a jsonb value Postgres rejects would fail the statement for every row in it.
+ */
 function logEntry(outcome: Extract<Outcome, { ok: false }>, durationMs: number) {
   return {
     ok: false,
     ...(outcome.code !== undefined ? { code: outcome.code } : {}),
-    errorMessage: outcome.errorMessage,
-    ...(outcome.response !== undefined ? { response: outcome.response } : {}),
+    errorMessage: cleanText(outcome.errorMessage, STORED_ERROR_BYTES),
+    ...(outcome.response !== undefined ? { response: cleanText(outcome.response, STORED_RESPONSE_BYTES) } : {}),
     durationMs,
   }
+}
+
+function clampInt(value: number, min: number): number {
+  return Number.isFinite(value) ? Math.min(MAX_INT32, Math.max(min, Math.trunc(value))) : min
 }
 
 /** $1 ids, $2 leases. */

@@ -1,70 +1,95 @@
 import type { Logger } from '../log.js'
+import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES, type Redactor } from './text.js'
+
+export { STORED_RESPONSE_BYTES } from './text.js'
 
 /** What one attempt did to one event. `entry` is appended to the event's log when the attempt failed. */
 export type Outcome =
   | { ok: true; code: number }
   | { ok: false; code?: number; errorMessage: string; response?: string }
 
-/** Bytes of a response body kept in an event's log. */
-export const STORED_RESPONSE_BYTES = 4 * 1024
+/**
+ * Response bytes read at most; the rest is discarded unread (a target can answer with anything). A JSON
+ * answer longer than this cannot be judged, so it is an invalid response (DESIGN.md §4).
+ */
+export const MAX_RESPONSE_BYTES = 1024 * 1024
 
 /** A completed HTTP exchange, body already read up to the read limit. */
-export type HttpResponse = { status: number; statusText: string; body: string; truncated: boolean }
+export type HttpResponse = {
+  status: number
+  /** The reason phrase as the receiver sent it (receiver text). */
+  statusText: string
+  /** The `content-type` header, several joined with `, `, as fetch's `Headers.get` does. */
+  contentType: string | undefined
+  body: string
+  /** The body was longer than {@link MAX_RESPONSE_BYTES} and was cut there. */
+  truncated: boolean
+}
 
 /**
- * Interprets a webhook response for a batch (DESIGN.md section 4): every event gets an outcome.
- * Warnings name the target and event ids only.
+ * Interprets a webhook response for a batch with upstream's rules (DESIGN.md section 4): every event
+ * gets an outcome. Receiver text in outcomes is redacted and bounded for storage; warnings name the
+ * target and event ids, and quote receiver text only as a short redacted excerpt.
  */
-export function interpretResponse(res: HttpResponse, eventIds: readonly string[], target: string, log: Logger): Map<string, Outcome> {
+export function interpretResponse(res: HttpResponse, eventIds: readonly string[], target: string, log: Logger, redact: Redactor = noRedaction): Map<string, Outcome> {
   const all = (o: Outcome) => new Map(eventIds.map(id => [id, o]))
-  const stored = res.body.slice(0, STORED_RESPONSE_BYTES)
-  if (res.status < 200 || res.status >= 300) {
-    log.warn('Webhook target responded with an error status', { target, status: res.status, statusText: res.statusText, events: eventIds })
-    return all({ ok: false, code: res.status, errorMessage: res.statusText || `HTTP ${res.status}`, response: stored })
-  }
-  const parsed = parseJson(res)
-  // Upstream semantics: an empty or non-JSON 2xx body, or JSON without `failures`, means all delivered.
-  if (!isObject(parsed) || !('failures' in parsed)) return all({ ok: true, code: res.status })
-  const failures = parseFailures(parsed.failures)
-  if (!failures) {
+  const stored = () => cleanText(res.body, STORED_RESPONSE_BYTES, redact)
+  const invalid = (problem: string): Map<string, Outcome> => {
     log.warn('Webhook target returned a malformed response', { target, status: res.status, events: eventIds })
-    return all({ ok: false, code: res.status, errorMessage: 'Malformed response: invalid "failures"', response: stored })
+    return all({ ok: false, code: res.status, errorMessage: `Invalid response: ${problem}`, response: stored() })
   }
+  if (res.status < 200 || res.status >= 300) {
+    log.warn('Webhook target responded with an error status', { target, status: res.status, statusText: excerpt(res.statusText, redact), events: eventIds })
+    return all({ ok: false, code: res.status, errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact), response: stored() })
+  }
+  // Upstream: an empty body, or one whose content type does not mention JSON, means all delivered.
+  const isJson = res.contentType?.toLowerCase().includes('json') ?? false
+  if (!isJson || (!res.truncated && res.body.trim() === '')) return all({ ok: true, code: res.status })
+  if (res.truncated) return invalid(`body longer than ${MAX_RESPONSE_BYTES} bytes`)
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(res.body)
+  } catch {
+    // Our own words: the parser's message quotes the body.
+    return invalid('body is not valid JSON')
+  }
+  // JSON that is not an object, or an object without `failures`, means all delivered.
+  if (typeof parsed !== 'object' || parsed === null || !('failures' in parsed)) return all({ ok: true, code: res.status })
+  const failures = parseFailures(parsed)
+  if (typeof failures === 'string') return invalid(failures)
   const inBatch = new Set(eventIds)
   const outside = [...failures.keys()].filter(id => !inBatch.has(id))
   if (outside.length) {
     log.warn('Webhook target reported failures for event ids outside the batch', { target, status: res.status, unknownEventIds: outside.length, events: eventIds })
-    return all({ ok: false, code: res.status, errorMessage: 'Malformed response: failures name events outside the batch', response: stored })
+    // Upstream's text; the ids are the receiver's, so they are stored redacted and bounded, never logged.
+    return all({ ok: false, code: res.status, errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, redact), response: stored() })
   }
   const failedIds = eventIds.filter(id => failures.has(id))
   if (failedIds.length) log.warn('Webhook target reported failed events', { target, status: res.status, events: failedIds })
   return new Map(eventIds.map((id): [string, Outcome] => {
     if (!failures.has(id)) return [id, { ok: true, code: res.status }]
-    return [id, { ok: false, code: res.status, errorMessage: failures.get(id) ?? 'Reported failed by the target' }]
+    const error = failures.get(id)
+    return [id, { ok: false, code: res.status, errorMessage: error === undefined ? 'Reported failed by the target' : cleanText(error, STORED_ERROR_BYTES, redact) }]
   }))
 }
 
-function parseJson(res: HttpResponse): unknown {
-  if (res.truncated || res.body.trim() === '') return undefined
-  try {
-    return JSON.parse(res.body)
-  } catch {
-    return undefined
-  }
-}
-
-/** `failures` must be an array of `{ eventId: string, error?: string }`; anything else is malformed (undefined). */
-function parseFailures(value: unknown): Map<string, string | undefined> | undefined {
-  if (!Array.isArray(value)) return undefined
+/**
+ * Upstream's shape: exactly `{ failures: [{ eventId: string, error?: string }] }` at the top (no other
+ * key); entries may carry other keys, which upstream ignores. Returns the errors by event id, or what
+ * is wrong (in our words, quoting nothing of the body).
+ */
+function parseFailures(parsed: object): Map<string, string | undefined> | string {
+  if (Object.keys(parsed).some(k => k !== 'failures')) return 'unexpected property beside "failures"'
+  const value: unknown = Reflect.get(parsed, 'failures')
+  if (!Array.isArray(value)) return '"failures" must be an array'
   const out = new Map<string, string | undefined>()
-  for (const item of value) {
-    if (!isObject(item) || typeof item.eventId !== 'string') return undefined
-    if (item.error !== undefined && typeof item.error !== 'string') return undefined
-    out.set(item.eventId, item.error)
+  for (const [i, item] of value.entries()) {
+    if (typeof item !== 'object' || item === null) return `failures[${i}] must be an object`
+    const eventId: unknown = Reflect.get(item, 'eventId')
+    const error: unknown = Reflect.get(item, 'error')
+    if (typeof eventId !== 'string') return `failures[${i}].eventId must be a string`
+    if (error !== undefined && typeof error !== 'string') return `failures[${i}].error must be a string`
+    out.set(eventId, error)
   }
   return out
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
 }

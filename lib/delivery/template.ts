@@ -1,8 +1,11 @@
 import type { EventRow } from '../db/events.js'
 import type { WebhookTarget } from '../schema/actions.js'
 
-/** A `{{name}}` placeholder naming a project variable. */
-const PLACEHOLDER = /\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g
+/**
+ * A `{{NAME}}` placeholder naming a project variable, as upstream matches it: word characters only, no
+ * spaces inside the braces. `{{ name }}`, `{{a.b}}` and `{{a-b}}` are left as text.
+ */
+const PLACEHOLDER = /\{\{([A-Za-z0-9_]+)\}\}/g
 
 /** Thrown when a template names a variable the project does not define; the message names it, never a value. */
 export class UndefinedVariableError extends Error {
@@ -12,11 +15,19 @@ export class UndefinedVariableError extends Error {
   }
 }
 
-/** Replaces every `{{name}}` with the project variable's value. */
+/** Thrown when `payloadPath` leads through a value of the body template that is not an object. */
+export class PayloadPathError extends Error {
+  override name = 'PayloadPathError'
+  constructor(readonly index: number) {
+    super(`Invalid payloadPath: segment ${index} of the path is not an object in the body template`)
+  }
+}
+
+/** Replaces every `{{NAME}}` with the project variable's value; a missing or empty one fails (upstream). */
 export function substitute(template: string, variables: ReadonlyMap<string, string>): string {
   return template.replace(PLACEHOLDER, (_, name: string) => {
     const value = variables.get(name)
-    if (value === undefined) throw new UndefinedVariableError(name)
+    if (!value) throw new UndefinedVariableError(name)
     return value
   })
 }
@@ -40,26 +51,47 @@ export function eventBody(row: EventRow) {
   }
 }
 
-/** A deep copy of the target's body template with the events placed at `payloadPath` (default `events`). */
-export function requestBody(target: WebhookTarget, events: readonly EventRow[]): Record<string, unknown> {
-  // Most targets have no body template; a deep copy per batch is only paid when there is one.
-  const body: Record<string, unknown> = target.body ? structuredClone(target.body) : {}
-  const path = target.payloadPath ?? ['events']
+/** An object without a prototype: any key, `__proto__` included, is an own property and nothing else. */
+type Dict = { [key: string]: unknown }
+const dict = (): Dict => Object.create(null) as Dict
+
+/**
+ * The request body, as upstream builds it: a copy of `target.body` (or `{}`); `payloadPath` (default
+ * `[]`) leads from its root to an object, creating missing (or null) objects on the way, and that
+ * object gets the key `events` holding the batch. The copy is made of prototype-less objects, so a
+ * stored schema with `__proto__` or `constructor` keys can neither reach nor change Object.prototype.
+ * Throws {@link PayloadPathError} when the path runs into a value that is not an object.
+ */
+export function requestBody(target: WebhookTarget, events: readonly EventRow[]): Dict {
+  const body = target.body ? copyJson(target.body) : dict()
+  if (!isDict(body)) throw new PayloadPathError(0)
   let node = body
-  for (const key of path.slice(0, -1)) {
+  for (const [i, key] of (target.payloadPath ?? []).entries()) {
     const next = node[key]
-    if (isObject(next)) {
-      node = next
-    } else {
-      const created: Record<string, unknown> = {}
+    if (next === undefined || next === null) {
+      const created = dict()
       node[key] = created
       node = created
+    } else if (isDict(next)) {
+      node = next
+    } else {
+      // Upstream throws here for a number or string and silently loses the events in an array.
+      throw new PayloadPathError(i)
     }
   }
-  node[path[path.length - 1] ?? 'events'] = events.map(eventBody)
+  node['events'] = events.map(eventBody)
   return body
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
+/** A deep copy of JSON data whose objects have no prototype; only own enumerable keys are copied. */
+function copyJson(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(copyJson)
+  if (typeof value !== 'object' || value === null) return value
+  const out = dict()
+  for (const key of Object.keys(value)) out[key] = copyJson(Reflect.get(value, key))
+  return out
+}
+
+function isDict(v: unknown): v is Dict {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === null
 }

@@ -4,19 +4,24 @@ import type { EventRow } from '../db/events.js'
 import type { Logger } from '../log.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE } from './egress.js'
-import { interpretResponse, type HttpResponse, type Outcome } from './response.js'
+import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse, type Outcome } from './response.js'
 import { signingKeys, withSignature, type SigningKeys } from './signing.js'
-import { requestBody, substitute, UndefinedVariableError } from './template.js'
+import { PayloadPathError, requestBody, substitute, UndefinedVariableError } from './template.js'
+import { redactor, type Redactor } from './text.js'
 
-/** Response bytes read at most; the rest is discarded unread (a target can answer with anything). */
-export const MAX_RESPONSE_BYTES = 1024 * 1024
+export { MAX_RESPONSE_BYTES } from './response.js'
 export const USER_AGENT = 'Contember Actions'
 
 /** The result of one delivery attempt of one batch: an outcome per event, and how long the exchange took. */
 export type Delivery = { outcomes: Map<string, Outcome>; durationMs: number }
 
-/** Where and how a target is reached once its variables are substituted, or why it cannot be. */
-export type Address = { ok: true; url: URL; headers: Readonly<Record<string, string>>; signingKeys?: SigningKeys } | { ok: false; error: string }
+/**
+ * Where and how a target is reached once its variables are substituted, or why it cannot be. `redact`
+ * replaces every current variable value of the project in receiver text before it is stored or logged.
+ */
+export type Address =
+  | { ok: true; url: URL; headers: Readonly<Record<string, string>>; redact: Redactor; signingKeys?: SigningKeys }
+  | { ok: false; error: string }
 
 /**
  * Substitutes the project's variables into a target's URL and headers. A drain does it once per
@@ -27,14 +32,33 @@ export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<stri
   let headers: Record<string, string>
   try {
     url = new URL(substitute(target.url, variables))
-    headers = Object.fromEntries(Object.entries(target.headers ?? {}).map(([k, v]) => [k, substitute(v, variables)]))
+    headers = requestHeaders(Object.entries(target.headers ?? {}).map(([k, v]) => [k, substitute(v, variables)]))
   } catch (e) {
     return { ok: false, error: e instanceof UndefinedVariableError ? e.message : 'Invalid URL' }
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, error: 'Unsupported URL scheme' }
   const signing = signingKeys(target.signingSecret, variables)
   if (!signing.ok) return { ok: false, error: signing.error }
-  return { ok: true, url, headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT }, ...(signing.keys ? { signingKeys: signing.keys } : {}) }
+  return { ok: true, url, headers, redact: redactor(variables.values()), ...(signing.keys ? { signingKeys: signing.keys } : {}) }
+}
+
+/**
+ * Upstream's headers, one line per name whatever case it was written in (names sent lower-case, as
+ * fetch sends them): `User-Agent: Contember Actions` unless the target sets its own, the target's
+ * headers (two spellings of one name are joined with `, `, as fetch joins them), and
+ * `Content-Type: application/json` always.
+ */
+function requestHeaders(targetHeaders: ReadonlyArray<readonly [string, string]>): Record<string, string> {
+  const out = new Map<string, string>([['user-agent', USER_AGENT]])
+  const own = new Set<string>()
+  for (const [name, value] of targetHeaders) {
+    const key = name.toLowerCase()
+    const prev = out.get(key)
+    out.set(key, own.has(key) && prev !== undefined ? `${prev}, ${value}` : value)
+    own.add(key)
+  }
+  out.set('content-type', 'application/json')
+  return Object.fromEntries(out)
 }
 
 /**
@@ -51,13 +75,21 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, address: 
     return failAll(address.error)
   }
 
+  let body: string
+  try {
+    body = JSON.stringify(requestBody(target, events))
+  } catch (e) {
+    if (!(e instanceof PayloadPathError)) throw e
+    log.warn('Webhook target body template cannot hold the events', { target: target.name, error: e.message, events: ids })
+    return failAll(e.message)
+  }
+
   const timeoutMs = target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
   const abort = new AbortController()
   // One deadline for connect, headers and body together.
   const timer = setTimeout(() => abort.abort(), timeoutMs)
   let res: HttpResponse
   try {
-    const body = JSON.stringify(requestBody(target, events))
     const r = await request(address.url, {
       method: 'POST',
       // Signed per attempt: the timestamp is this attempt's, and the signature covers the exact body bytes.
@@ -66,7 +98,7 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, address: 
       dispatcher: http,
       signal: abort.signal,
     })
-    res = { status: r.statusCode, statusText: statusText(r.statusCode), ...await readBounded(r.body) }
+    res = { status: r.statusCode, statusText: r.statusText || statusText(r.statusCode), contentType: contentType(r.headers['content-type']), ...await readBounded(r.body) }
   } catch (e) {
     const message = abort.signal.aborted ? `Timeout after ${timeoutMs} ms` : networkError(e)
     log.warn('Webhook delivery failed', { target: target.name, error: message, events: ids })
@@ -74,7 +106,7 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, address: 
   } finally {
     clearTimeout(timer)
   }
-  return finish(interpretResponse(res, ids, target.name, log))
+  return finish(interpretResponse(res, ids, target.name, log, address.redact))
 }
 
 async function readBounded(body: Dispatcher.ResponseData['body']): Promise<{ body: string; truncated: boolean }> {
@@ -111,7 +143,11 @@ function errorCode(e: unknown): string | undefined {
   return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : undefined
 }
 
-// undici's request() does not expose the reason phrase; the standard one is what operators expect to read.
+// The standard reason phrase, for a status line that carries none (HTTP/2 never does).
 function statusText(status: number): string {
   return STATUS_CODES[status] ?? ''
+}
+
+function contentType(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value
 }

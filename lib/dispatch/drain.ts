@@ -65,7 +65,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   }
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
 
-  const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log))
+  const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log), log)
   const concurrency = deps.config.DISPATCH_CONCURRENCY
   // Claimed ahead so a worker never waits for a claim round trip: a few hundred events, at least two
   // batches per worker. Leases are checked again before each delivery, so depth cannot outlive them.

@@ -1,11 +1,17 @@
+import pg from 'pg'
 import type { Queryable } from '../db/pool.js'
 import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
+import type { Logger } from '../log.js'
+
+/** What an attempt is recorded with when its own entry cannot be stored: the attempt still counts. */
+export const UNRECORDABLE = 'Unrecordable response'
 
 /**
  * Collects outcomes from concurrent deliveries and writes them with as few statements as possible:
- * one write runs at a time, and everything that arrived meanwhile goes into the next one.
+ * one write runs at a time, and everything that arrived meanwhile goes into the next one. A statement
+ * the database refuses for its data is written again row by row, so one bad row costs only itself.
  */
-export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>) => void) {
+export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>) => void, log?: Logger) {
   let pending: AttemptRecord[] = []
   let running: Promise<void> | undefined
   let failure: unknown
@@ -14,8 +20,8 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
     while (pending.length > 0) {
       const batch = pending
       pending = []
-      const rows = await recordAttempts(db, batch)
-      onRecorded(rows, new Map(batch.map(r => [r.id, r])))
+      const { rows, written } = await recordAll(db, batch, log)
+      onRecorded(rows, new Map(written.map(r => [r.id, r])))
     }
   }
   const start = () => {
@@ -36,4 +42,49 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
       if (failure) throw failure
     },
   }
+}
+
+/**
+ * Writes a batch in one statement; if the database refuses it for its data, writes each record alone,
+ * and a record refused again is written with a minimal entry ({@link UNRECORDABLE}) so its attempt is
+ * counted all the same: an uncounted attempt would be redelivered after every lease, forever. Faults of
+ * the database itself (connection, shutdown, resources) are thrown: nothing can be written then.
+ * Returns the rows changed and the records as written.
+ */
+export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Logger): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
+  try {
+    return { rows: await recordAttempts(db, batch), written: batch }
+  } catch (e) {
+    if (!refusedForData(e)) throw e
+    // The SQLSTATE only: a database message may quote the offending (receiver) text.
+    log?.warn('Recording attempts failed; recording them one by one', { attempts: batch.length, sqlState: sqlState(e) })
+  }
+  const rows: RecordedRow[] = []
+  const written: AttemptRecord[] = []
+  for (const record of batch) {
+    let next = record
+    try {
+      rows.push(...await recordAttempts(db, [record]))
+    } catch (e) {
+      if (!refusedForData(e) || record.outcome.ok) throw e
+      log?.error('Could not record an attempt with its log entry; recorded a minimal one', { eventId: record.id, sqlState: sqlState(e) })
+      next = { ...record, outcome: { ok: false, ...(record.outcome.code !== undefined ? { code: record.outcome.code } : {}), errorMessage: UNRECORDABLE } }
+      rows.push(...await recordAttempts(db, [next]))
+    }
+    written.push(next)
+  }
+  return { rows, written }
+}
+
+/** SQLSTATE classes that mean the database itself is unwell, not that the statement's data was refused. */
+const DATABASE_FAULTS = new Set(['08', '53', '57', '58'])
+
+function refusedForData(e: unknown): boolean {
+  const code = sqlState(e)
+  return code !== undefined && !DATABASE_FAULTS.has(code.slice(0, 2))
+}
+
+/** The SQLSTATE of an error the server sent; client-side and network errors have none. */
+function sqlState(e: unknown): string | undefined {
+  return e instanceof pg.DatabaseError ? e.code : undefined
 }
