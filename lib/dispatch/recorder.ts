@@ -1,5 +1,6 @@
 import type { Queryable } from '../db/pool.js'
 import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
+import { progressWriter } from '../db/progress.js'
 
 /**
  * Collects outcomes from concurrent deliveries and writes them with as few statements as possible:
@@ -9,6 +10,8 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
   let pending: AttemptRecord[] = []
   let running: Promise<void> | undefined
   let failure: unknown
+  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (DESIGN.md section 6).
+  const progress = progressWriter(db)
 
   const run = async () => {
     while (pending.length > 0) {
@@ -16,6 +19,7 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
       pending = []
       const rows = await recordAttempts(db, batch)
       onRecorded(rows, new Map(batch.map(r => [r.id, r])))
+      await progress(rows)
     }
   }
   const start = () => {

@@ -1,8 +1,10 @@
 import { listProjects } from '../db/schemas.js'
 import { deleteResolved, dueTotal, readBacklog, type ProjectBacklog } from '../db/backlog.js'
+import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, SWEEPER_JOB, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
 import { deleteGroup, pushRegistry } from '../metrics-push.js'
+import { heartbeatOf } from './heartbeat.js'
 
 export type SweepOptions = {
   /** Time left in this invocation; retention stops well before it runs out. */
@@ -27,12 +29,12 @@ const MAX_RETENTION_BATCHES = 50
 
 /**
  * One sweeper pass: re-drive every project with due events (signals in proportion to its backlog, up
- * to the dispatch parallelism), set heartbeats and exact backlog gauges, push them with replace
- * semantics, delete stale metric groups, and apply retention to resolved events.
+ * to the dispatch parallelism), set heartbeats (./heartbeat.ts) and exact backlog gauges, push them
+ * with replace semantics, delete stale metric groups, and apply retention to resolved events.
  */
 export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult> {
   const log = deps.log.child({ loc: 'sweeper' })
-  const [projects, backlog] = await Promise.all([listProjects(deps.db), readBacklog(deps.db)])
+  const [projects, backlog, { nowSeconds, progress }] = await Promise.all([listProjects(deps.db), readBacklog(deps.db), readProgress(deps.db)])
   // Active: a stored schema, or due events (without a schema they still need driving, to fail as
   // unknown target). A removed project whose events are all resolved is not active: no heartbeat.
   const active = [...new Set([...projects, ...[...backlog.values()].filter(b => dueTotal(b) > 0).map(b => b.project)])].sort()
@@ -48,12 +50,11 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   }
 
   const gauges = createSweeperGauges()
-  const now = Date.now() / 1000
   // Backlog gauges also cover failed events left by a removed project: they still need an operator.
   for (const project of new Set([...active, ...backlog.keys()])) {
     const b = backlog.get(project)
     const labels = { contember_project: project }
-    if (active.includes(project)) gauges.heartbeat.set(labels, now)
+    if (active.includes(project)) gauges.heartbeat.set(labels, heartbeatOf(b, progress.get(project), nowSeconds))
     for (const state of ['created', 'retrying', 'processing'] as const) gauges.dueEvents.set({ ...labels, state }, b?.due[state] ?? 0)
     gauges.oldestDueAge.set(labels, b?.oldestDueAgeSeconds ?? 0)
     gauges.failedEvents.set(labels, b?.failed ?? 0)
