@@ -22,7 +22,7 @@ export type SweepResult = {
   gauges: SweeperGauges
 }
 
-/** Retention stops when less than this is left of the invocation. */
+/** Retention (and stale-group cleanup) stops when less than this is left of the invocation. */
 const RETENTION_RESERVE_MS = 15_000
 /** At most this many retention batches per pass; the next pass continues. */
 const MAX_RETENTION_BATCHES = 50
@@ -71,7 +71,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
       log.warn('Could not push sweeper gauges to the Pushgateway', { error })
     }
     try {
-      deletedGroups = await deleteStaleGroups(url, deps.config.METRICS_STALE_GROUP_SECONDS, deps.config.PUSHGATEWAY_TIMEOUT_MS, opts.ownInstance)
+      deletedGroups = await deleteStaleGroups(url, deps.config.METRICS_STALE_GROUP_SECONDS, deps.config.PUSHGATEWAY_TIMEOUT_MS, opts)
     } catch (error) {
       log.warn('Could not clean up stale metric groups', { error })
     }
@@ -97,7 +97,7 @@ export function signalsFor(backlog: ProjectBacklog | undefined, eventsPerSignal:
 type PushgatewayGroup = { labels?: Record<string, string>; push_time_seconds?: { metrics?: Array<{ value?: string }> } }
 
 /** Deletes counter groups of environments that have not pushed for `maxAgeSeconds` (dead Lambda environments). */
-async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: number, ownInstance: string | undefined): Promise<number> {
+async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: number, opts: SweepOptions): Promise<number> {
   const res = await fetch(url.replace(/\/$/, '') + '/api/v1/metrics', { signal: AbortSignal.timeout(timeoutMs) })
   if (!res.ok) throw new Error(`Pushgateway answered ${res.status}`)
   const body: unknown = await res.json()
@@ -106,9 +106,12 @@ async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: 
   let deleted = 0
   for (const g of groups) {
     const labels = g.labels ?? {}
-    if (labels.job !== COUNTERS_JOB || !labels.instance || labels.instance === ownInstance) continue
+    if (labels.job !== COUNTERS_JOB || !labels.instance || labels.instance === opts.ownInstance) continue
     const pushed = Number(g.push_time_seconds?.metrics?.[0]?.value ?? 'NaN')
     if (!(pushed < cutoff)) continue
+    // Each delete may wait PUSHGATEWAY_TIMEOUT_MS; many dead groups and a slow Pushgateway must not
+    // run the pass out of time. What is left goes in the next pass.
+    if (opts.remainingMs() < RETENTION_RESERVE_MS) break
     await deleteGroup(url, { job: COUNTERS_JOB, instance: labels.instance }, timeoutMs)
     deleted++
   }
