@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
 import { progressWriter } from '../lib/db/progress.js'
 import { drainProject } from '../lib/dispatch/drain.js'
+import { createSweeperGauges } from '../lib/metrics.js'
 import { heartbeatOf, OVERDUE_GRACE_SECONDS } from '../lib/sweeper/heartbeat.js'
 import { enqueueMany, schemaFor } from './helpers/events.js'
 import { createContext } from './helpers/lambda.js'
@@ -25,6 +26,17 @@ describe('the heartbeat value', () => {
   it('never predates the moment the oldest due event became due, with or without any progress', () => {
     expect(heartbeatOf(backlog(120), 100, 1_000)).toBe(880)
     expect(heartbeatOf(backlog(120), undefined, 1_000)).toBe(880)
+  })
+})
+
+describe('the heartbeat help text', () => {
+  it('describes what the sweeper writes, in seconds, and no dispatch loop this system does not have', async () => {
+    const [hb] = await createSweeperGauges().registry.getMetricsAsJSON()
+    expect(hb?.name).toBe(HEARTBEAT)
+    expect(hb?.help).toMatch(/Unix timestamp in seconds/)
+    expect(hb?.help).toMatch(/sweeper/)
+    expect(hb?.help).toMatch(/last time dispatch recorded an outcome/)
+    expect(hb?.help).not.toMatch(/loop|iteration|supervisor/)
   })
 })
 
