@@ -21,6 +21,15 @@ export const configSchema = z.object({
   DATABASE_URL_SSM_PARAMETER: z.string().startsWith('/', 'expected an SSM parameter name starting with /').optional(),
   SIGNAL_QUEUE_URL: url,
   AWS_REGION: z.string().min(1).default('us-east-1'),
+  /**
+   * Bounded waits on SQS (STYLE.md #12): one attempt gives up after SQS_REQUEST_TIMEOUT_MS (connecting
+   * included, at most SQS_CONNECT_TIMEOUT_MS of it), and a send makes at most SQS_MAX_ATTEMPTS, so an
+   * endpoint that never answers costs about attempts x request timeout. The defaults keep that well
+   * inside enqueue's 30 s and the sweeper's 55 s; a send that fails is logged, the sweeper re-drives.
+   */
+  SQS_CONNECT_TIMEOUT_MS: positiveInt(1_000),
+  SQS_REQUEST_TIMEOUT_MS: positiveInt(3_000),
+  SQS_MAX_ATTEMPTS: z.coerce.number({ message: 'expected an integer from 1 to 5' }).int('expected an integer from 1 to 5').min(1, 'expected an integer from 1 to 5').max(5, 'expected an integer from 1 to 5').default(2),
   PUSHGATEWAY_URL: url.optional(),
   PUSHGATEWAY_TIMEOUT_MS: positiveInt(2_000),
   /** Grouping-key value for this execution environment's counters; Lambda's log stream name is unique per environment. */

@@ -1,4 +1,4 @@
-import { SQSClient } from '@aws-sdk/client-sqs'
+import { SQSClient, type SQSClientConfig } from '@aws-sdk/client-sqs'
 import type pg from 'pg'
 import { Agent } from 'undici'
 import type { Config } from './config.js'
@@ -22,7 +22,7 @@ export type Deps = {
 /** Builds the dependencies from a validated config; `overrides` lets tests and the local stack supply their own parts. */
 export function createDeps(config: Config, overrides: Partial<Deps> & { sqs?: SQSClient } = {}): Deps {
   const { sqs, ...rest } = overrides
-  const client = sqs ?? new SQSClient({ region: config.AWS_REGION })
+  const client = sqs ?? createSqsClient(config)
   return {
     config,
     db: createPool(config.DATABASE_URL, config.DB_POOL_MAX),
@@ -33,6 +33,19 @@ export function createDeps(config: Config, overrides: Partial<Deps> & { sqs?: SQ
     http: new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 64, pipelining: 1, connect: guardedConnector(parseNetworks(config.WEBHOOK_ALLOWED_NETWORKS).networks) }),
     ...rest,
   }
+}
+
+/**
+ * The SQS client with bounded waits: connection and request timeouts (a timeout is an error, not a
+ * warning) and few attempts, from config. `extra` lets tests and the local stack add an endpoint and keys.
+ */
+export function createSqsClient(config: Pick<Config, 'AWS_REGION' | 'SQS_CONNECT_TIMEOUT_MS' | 'SQS_REQUEST_TIMEOUT_MS' | 'SQS_MAX_ATTEMPTS'>, extra: SQSClientConfig = {}): SQSClient {
+  return new SQSClient({
+    region: config.AWS_REGION,
+    maxAttempts: config.SQS_MAX_ATTEMPTS,
+    requestHandler: { connectionTimeout: config.SQS_CONNECT_TIMEOUT_MS, requestTimeout: config.SQS_REQUEST_TIMEOUT_MS, throwOnRequestTimeout: true },
+    ...extra,
+  })
 }
 
 /** Closes pools and connections (local runs and tests; Lambda just freezes). */

@@ -44,7 +44,14 @@ export async function pushRegistry(baseUrl: string, registry: Registry, labels: 
 
 /** Deletes one group (the sweeper's stale-group cleanup). */
 export async function deleteGroup(baseUrl: string, labels: Record<string, string>, timeoutMs: number): Promise<void> {
-  const res = await fetch(baseUrl.replace(/\/$/, '') + '/metrics' + groupPath(labels), { method: 'DELETE', signal: AbortSignal.timeout(timeoutMs) })
+  let res: Response
+  try {
+    res = await fetch(baseUrl.replace(/\/$/, '') + '/metrics' + groupPath(labels), { method: 'DELETE', signal: AbortSignal.timeout(timeoutMs) })
+    // The answer's body is not needed; reading it to the end frees the connection (within the same timeout).
+    await res.arrayBuffer()
+  } catch (cause) {
+    throw new PushError(`Pushgateway did not answer a delete: ${cause instanceof Error ? cause.name : 'error'}`)
+  }
   if (!res.ok && res.status !== 404) throw new PushError(`Pushgateway answered ${res.status} to a delete`)
 }
 

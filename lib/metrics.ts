@@ -40,7 +40,7 @@ export function createMetrics() {
   const workerCrashed = new Counter({
     registers, labelNames,
     name: 'contember_actions_worker_crashed_total',
-    help: 'Total number of dispatch-loop crashes per contember_project (each is auto-restarted by the supervisor).',
+    help: 'Total number of drains of a contember_project that dispatch abandoned on an error (count; SQS redelivers the signal, the sweeper re-drives the events). Invocations killed by a Lambda timeout or out of memory cannot count themselves.',
   })
   const deliveryDuration = new Histogram({
     registers, labelNames,
@@ -79,7 +79,7 @@ export function createSweeperGauges() {
   const heartbeat = new Gauge({
     registers, labelNames: [PROJECT_LABEL],
     name: 'contember_actions_worker_heartbeat_timestamp_seconds',
-    help: 'Unix timestamp of the last dispatch-loop iteration per contember_project; staleness indicates a stuck or dead worker.',
+    help: 'Unix timestamp in seconds, per contember_project, written by the sweeper: its pass time while nothing has been due for over a minute, otherwise the last time dispatch recorded an outcome for the project; stale means work waits and dispatch is stuck or dead.',
   })
   const dueEvents = new Gauge({
     registers, labelNames: [PROJECT_LABEL, 'state'],

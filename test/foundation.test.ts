@@ -21,7 +21,7 @@ describe('migrations', () => {
     expect(await migrate(db.pool)).toEqual([])
     expect(await migrate(db.pool)).toEqual([])
     const { rows } = await db.pool.query('SELECT name FROM actions_migration')
-    expect(rows.map(r => r.name)).toEqual(['001_init.sql'])
+    expect(rows.map(r => r.name)).toEqual(['001_init.sql', '002_dispatch_progress.sql'])
   })
 
   it('create the partial index the claim query uses', async () => {
@@ -32,8 +32,8 @@ describe('migrations', () => {
   it('apply from scratch on an empty database', async () => {
     const empty = await freshDatabase()
     try {
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_migration; DROP TYPE actions_event_state')
-      expect(await migrate(empty.pool)).toEqual(['001_init.sql'])
+      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_migration; DROP TYPE actions_event_state')
+      expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql'])
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
       await empty.drop()

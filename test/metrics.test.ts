@@ -39,7 +39,7 @@ describe('metric series', () => {
     expect(help.contember_actions_events_succeeded_total).toBe('Total number of action events delivered successfully, by contember_project.')
     expect(help.contember_actions_delivery_attempts_failed_total).toBe('Total number of failed webhook delivery attempts (including attempts that will be retried), by contember_project.')
     expect(help.contember_actions_events_failed_total).toBe('Total number of action events that reached a terminal failed state (retries exhausted or unknown target), by contember_project.')
-    expect(help.contember_actions_worker_crashed_total).toBe('Total number of dispatch-loop crashes per contember_project (each is auto-restarted by the supervisor).')
+    expect(help.contember_actions_worker_crashed_total).toBe('Total number of drains of a contember_project that dispatch abandoned on an error (count; SQS redelivers the signal, the sweeper re-drives the events). Invocations killed by a Lambda timeout or out of memory cannot count themselves.')
   })
 })
 

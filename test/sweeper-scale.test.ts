@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../lib/db/claim.js'
 import { RECORD_SQL, RELEASE_SQL } from '../lib/db/record.js'
 import { deleteResolvedSql, DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../lib/db/backlog.js'
+import { PROGRESS_TOUCH_SQL } from '../lib/db/progress.js'
 import { freshDatabase } from './helpers/db.js'
 
 // 100 projects and a million resolved rows: the sweeper's statements must stay on partial indexes.
@@ -64,6 +65,13 @@ describe('sweeper and claim statements at scale', () => {
       expect(p).toContain('actions_event_pkey')
       expect(p).not.toMatch(/Seq Scan on actions_event/)
     }
+  })
+
+  it('write dispatch progress with one primary-key lookup of the recorded event', async () => {
+    const { rows } = await db.pool.query(`SELECT id FROM actions_event WHERE state = 'created' LIMIT 1`)
+    const p = await plan(PROGRESS_TOUCH_SQL, [rows[0]?.id])
+    expect(p).toContain('actions_event_pkey')
+    expect(p).not.toMatch(/Seq Scan on actions_event/)
   })
 
   it('claim from the due index', async () => {

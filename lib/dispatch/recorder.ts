@@ -1,6 +1,7 @@
 import pg from 'pg'
 import type { Queryable } from '../db/pool.js'
 import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
+import { progressWriter } from '../db/progress.js'
 import type { Logger } from '../log.js'
 
 /** What an attempt is recorded with when its own entry cannot be stored: the attempt still counts. */
@@ -15,6 +16,8 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
   let pending: AttemptRecord[] = []
   let running: Promise<void> | undefined
   let failure: unknown
+  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (DESIGN.md section 6).
+  const progress = progressWriter(db)
 
   const run = async () => {
     while (pending.length > 0) {
@@ -22,6 +25,7 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
       pending = []
       const { rows, written } = await recordAll(db, batch, log)
       onRecorded(rows, new Map(written.map(r => [r.id, r])))
+      await progress(rows)
     }
   }
   const start = () => {

@@ -1,8 +1,10 @@
 import { listProjects } from '../db/schemas.js'
 import { deleteResolved, dueTotal, readBacklog, type ProjectBacklog } from '../db/backlog.js'
+import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, SWEEPER_JOB, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
 import { deleteGroup, pushRegistry } from '../metrics-push.js'
+import { heartbeatOf } from './heartbeat.js'
 
 export type SweepOptions = {
   /** Time left in this invocation; retention stops well before it runs out. */
@@ -20,19 +22,19 @@ export type SweepResult = {
   gauges: SweeperGauges
 }
 
-/** Retention stops when less than this is left of the invocation. */
+/** Retention (and stale-group cleanup) stops when less than this is left of the invocation. */
 const RETENTION_RESERVE_MS = 15_000
 /** At most this many retention batches per pass; the next pass continues. */
 const MAX_RETENTION_BATCHES = 50
 
 /**
  * One sweeper pass: re-drive every project with due events (signals in proportion to its backlog, up
- * to the dispatch parallelism), set heartbeats and exact backlog gauges, push them with replace
- * semantics, delete stale metric groups, and apply retention to resolved events.
+ * to the dispatch parallelism), set heartbeats (./heartbeat.ts) and exact backlog gauges, push them
+ * with replace semantics, delete stale metric groups, and apply retention to resolved events.
  */
 export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult> {
   const log = deps.log.child({ loc: 'sweeper' })
-  const [projects, backlog] = await Promise.all([listProjects(deps.db), readBacklog(deps.db)])
+  const [projects, backlog, { nowSeconds, progress }] = await Promise.all([listProjects(deps.db), readBacklog(deps.db), readProgress(deps.db)])
   // Active: a stored schema, or due events (without a schema they still need driving, to fail as
   // unknown target). A removed project whose events are all resolved is not active: no heartbeat.
   const active = [...new Set([...projects, ...[...backlog.values()].filter(b => dueTotal(b) > 0).map(b => b.project)])].sort()
@@ -48,12 +50,11 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   }
 
   const gauges = createSweeperGauges()
-  const now = Date.now() / 1000
   // Backlog gauges also cover failed events left by a removed project: they still need an operator.
   for (const project of new Set([...active, ...backlog.keys()])) {
     const b = backlog.get(project)
     const labels = { contember_project: project }
-    if (active.includes(project)) gauges.heartbeat.set(labels, now)
+    if (active.includes(project)) gauges.heartbeat.set(labels, heartbeatOf(b, progress.get(project), nowSeconds))
     for (const state of ['created', 'retrying', 'processing'] as const) gauges.dueEvents.set({ ...labels, state }, b?.due[state] ?? 0)
     gauges.oldestDueAge.set(labels, b?.oldestDueAgeSeconds ?? 0)
     gauges.failedEvents.set(labels, b?.failed ?? 0)
@@ -70,7 +71,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
       log.warn('Could not push sweeper gauges to the Pushgateway', { error })
     }
     try {
-      deletedGroups = await deleteStaleGroups(url, deps.config.METRICS_STALE_GROUP_SECONDS, deps.config.PUSHGATEWAY_TIMEOUT_MS, opts.ownInstance)
+      deletedGroups = await deleteStaleGroups(url, deps.config.METRICS_STALE_GROUP_SECONDS, deps.config.PUSHGATEWAY_TIMEOUT_MS, opts)
     } catch (error) {
       log.warn('Could not clean up stale metric groups', { error })
     }
@@ -96,7 +97,7 @@ export function signalsFor(backlog: ProjectBacklog | undefined, eventsPerSignal:
 type PushgatewayGroup = { labels?: Record<string, string>; push_time_seconds?: { metrics?: Array<{ value?: string }> } }
 
 /** Deletes counter groups of environments that have not pushed for `maxAgeSeconds` (dead Lambda environments). */
-async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: number, ownInstance: string | undefined): Promise<number> {
+async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: number, opts: SweepOptions): Promise<number> {
   const res = await fetch(url.replace(/\/$/, '') + '/api/v1/metrics', { signal: AbortSignal.timeout(timeoutMs) })
   if (!res.ok) throw new Error(`Pushgateway answered ${res.status}`)
   const body: unknown = await res.json()
@@ -105,9 +106,12 @@ async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: 
   let deleted = 0
   for (const g of groups) {
     const labels = g.labels ?? {}
-    if (labels.job !== COUNTERS_JOB || !labels.instance || labels.instance === ownInstance) continue
+    if (labels.job !== COUNTERS_JOB || !labels.instance || labels.instance === opts.ownInstance) continue
     const pushed = Number(g.push_time_seconds?.metrics?.[0]?.value ?? 'NaN')
     if (!(pushed < cutoff)) continue
+    // Each delete may wait PUSHGATEWAY_TIMEOUT_MS; many dead groups and a slow Pushgateway must not
+    // run the pass out of time. What is left goes in the next pass.
+    if (opts.remainingMs() < RETENTION_RESERVE_MS) break
     await deleteGroup(url, { job: COUNTERS_JOB, instance: labels.instance }, timeoutMs)
     deleted++
   }

@@ -1,0 +1,44 @@
+import type { Queryable } from './pool.js'
+
+/**
+ * A drain writes its project's progress at most this often. Often enough that a healthy drain,
+ * however long (up to the 15-minute Lambda maximum), keeps the heartbeat within one sweep interval
+ * of fresh; rare enough to be one tiny upsert per drain in the common short case, never per batch.
+ */
+export const PROGRESS_INTERVAL_MS = 30_000
+
+// Written from a recorded event's id, so the recorder needs no project of its own; the event's
+// primary key makes the lookup one index probe. GREATEST keeps concurrent drains from moving it back.
+export const PROGRESS_TOUCH_SQL = `INSERT INTO actions_dispatch_progress (project, progressed_at)
+  SELECT project, now() FROM actions_event WHERE id = $1
+  ON CONFLICT (project) DO UPDATE SET progressed_at = GREATEST(actions_dispatch_progress.progressed_at, excluded.progressed_at)`
+
+/** Records that dispatch just made progress on the project of the given (recorded) event. */
+export async function touchProgressOf(db: Queryable, eventId: string): Promise<void> {
+  await db.query({ name: 'actions_progress_touch', text: PROGRESS_TOUCH_SQL, values: [eventId] })
+}
+
+/**
+ * A per-drain progress writer: the first recorded outcome writes at once (short drains count), later
+ * ones only when PROGRESS_INTERVAL_MS has passed since the last write.
+ */
+export function progressWriter(db: Queryable, intervalMs = PROGRESS_INTERVAL_MS): (recorded: ReadonlyArray<{ id: string }>) => Promise<void> {
+  let last = -Infinity
+  return async recorded => {
+    const id = recorded[0]?.id
+    if (id === undefined || performance.now() - last < intervalMs) return
+    last = performance.now()
+    await touchProgressOf(db, id)
+  }
+}
+
+/** The database's now and, per project, when dispatch last made progress (Unix seconds). */
+export async function readProgress(db: Queryable): Promise<{ nowSeconds: number; progress: Map<string, number> }> {
+  const { rows } = await db.query<{ project: string | null; at: number | null; now: number }>(
+    `SELECT p.project, extract(epoch FROM p.progressed_at)::float8 AS at, extract(epoch FROM now())::float8 AS now
+     FROM (SELECT 1) one LEFT JOIN actions_dispatch_progress p ON true`,
+  )
+  const progress = new Map<string, number>()
+  for (const r of rows) if (r.project !== null && r.at !== null) progress.set(r.project, r.at)
+  return { nowSeconds: rows[0]?.now ?? Date.now() / 1000, progress }
+}
