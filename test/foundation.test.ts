@@ -43,16 +43,16 @@ describe('migrations', () => {
 
 describe('actions schema validation', () => {
   it('accepts a schema with basic and watch triggers and every target option', () => {
-    const s = sampleSchema({ hook: { headers: { Authorization: 'Bearer {{token}}' }, body: { a: 1 }, payloadPath: ['data', 'events'], timeoutMs: 1000, maxAttempts: 3, initialRepeatIntervalMs: 100, batchSize: 50 } })
+    const s = sampleSchema({ hook: { headers: { Authorization: 'Bearer {{token}}' }, body: { a: 1 }, payloadPath: [], timeoutMs: 1000, maxAttempts: 3, initialRepeatIntervalMs: 100, batchSize: 50 } })
     expect(parseActionsSchema(s).targets.hook?.batchSize).toBe(50)
   })
 
   const cases: Array<[string, (s: ReturnType<typeof sampleSchema>) => unknown, string]> = [
-    ['a non-integer timeout', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, timeoutMs: 1.5 } } }), 'targets.hook.timeoutMs: expected a positive integer'],
-    ['a negative maxAttempts', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, maxAttempts: -1 } } }), 'targets.hook.maxAttempts: expected a positive integer'],
-    ['an unknown target option', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, retries: 3 } } }), 'targets.hook: Unrecognized key: "retries"'],
-    ['a trigger naming a missing target', s => ({ ...s, triggers: { ...s.triggers, article_created: { ...s.triggers.article_created, target: 'gone' } } }), 'triggers.article_created.target: unknown target "gone"'],
-    ['a target whose name differs from its key', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, name: 'x' } } }), 'targets.hook.name: expected "hook"'],
+    ['a non-integer timeout', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, timeoutMs: 1.5 } } }), 'targets.hook.timeoutMs: expected an integer from 1 to 60000'],
+    ['a negative maxAttempts', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, maxAttempts: -1 } } }), 'targets.hook.maxAttempts: expected an integer from 1 to 1000'],
+    ['an unknown target option', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, retries: 3 } } }), 'targets.hook: unrecognized key(s): "retries"'],
+    ['a trigger naming a missing target', s => ({ ...s, triggers: { ...s.triggers, article_created: { ...s.triggers.article_created, target: 'gone' } } }), 'triggers.article_created.target: unknown target'],
+    ['a target whose name differs from its key', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, name: 'x' } } }), 'targets.hook.name: expected the key of the target'],
     ['an unknown trigger type', s => ({ ...s, triggers: { x: { type: 'cron', name: 'x', target: 'hook' } } }), 'triggers.x.type'],
   ]
   for (const [what, change, message] of cases) {
@@ -124,7 +124,7 @@ describe('operator CLI', () => {
     await writeFile(file, JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: 'x', timeoutMs: 0 } }, triggers: {} }))
     const res = await run('schema', 'set', 'cli', file)
     expect(res.code).toBe(1)
-    expect(res.err).toContain('targets.t.timeoutMs: expected a positive integer')
+    expect(res.err).toContain('targets.t.timeoutMs: expected an integer from 1 to 60000')
   })
 
   it('rejects a schema file that is not JSON without quoting it', async () => {

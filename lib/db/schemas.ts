@@ -1,5 +1,5 @@
-import type { ActionsSchema } from '../schema/actions.js'
-import { parseActionsSchema } from '../schema/actions.js'
+import type { ActionsSchema, SchemaParseOptions } from '../schema/actions.js'
+import { parseActionsSchema, parseStoredActionsSchema } from '../schema/actions.js'
 import type { Queryable } from './pool.js'
 
 export type StoredSchema = { version: number; schema: ActionsSchema }
@@ -11,13 +11,13 @@ export async function getCurrentSchema(db: Queryable, project: string): Promise<
     [project],
   )
   const row = rows[0]
-  // Stored versions were validated on the way in; parsing again applies the same types on the way out.
-  return row && { version: row.version, schema: parseActionsSchema(row.schema) }
+  // Shape only: a version stored before a bound existed must not stop its project (dispatch holds such targets back).
+  return row && { version: row.version, schema: parseStoredActionsSchema(row.schema) }
 }
 
-/** Validates and stores a new version of the project's actions schema; returns its version number. */
-export async function storeSchema(db: Queryable, project: string, input: unknown): Promise<number> {
-  const schema = parseActionsSchema(input)
+/** Validates (with the bounds of `opts`, see parseActionsSchema) and stores a new version of the project's actions schema; returns its version number. */
+export async function storeSchema(db: Queryable, project: string, input: unknown, opts: SchemaParseOptions = {}): Promise<number> {
+  const schema = parseActionsSchema(input, opts)
   const { rows } = await db.query<{ version: number }>(
     `INSERT INTO actions_schema (project, version, schema)
      SELECT $1, coalesce(max(version), 0) + 1, $2::jsonb FROM actions_schema WHERE project = $1

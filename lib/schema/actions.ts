@@ -1,16 +1,29 @@
 import { z } from 'zod'
-import { describeIssues } from '../config.js'
+import { describeBounded, formatPath, inspectJson, type JsonObject, type JsonValue } from './json.js'
+import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, targetProblems, type TargetLimits } from './limits.js'
 
-// The upstream `Actions.Schema` shape. `.strict()` everywhere: an unknown key is a typo an operator must hear about.
+// The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
+// compile time). `.strict()` everywhere: an unknown key is a typo an operator must hear about.
+// Two parses share this shape: the strict one at `schema set` adds the bounds of DESIGN.md §3; the
+// structural one reads stored versions, which may predate a bound (dispatch holds such targets back).
 
-const jsonValue: z.ZodType<unknown> = z.lazy(() =>
-  z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
-)
-const jsonObject = z.record(z.string(), jsonValue)
-/** Upstream selection nodes are GraphQL-like trees; kept as JSON, the dispatcher never reads them. */
-const selection = z.array(jsonValue)
+// Values are JSON by the time zod sees them: inspectJson has walked the input first (iteratively).
+const jsonValue = z.custom<JsonValue>(() => true)
+const jsonObject: z.ZodType<JsonObject> = z.record(z.string(), jsonValue)
 
-const positiveInt = z.number({ message: 'expected a positive integer' }).int('expected a positive integer').positive('expected a positive integer')
+/** Upstream's `Actions.SelectionNode`: field names and `[relation, args, sub-selection]` triples. */
+export type SelectionNode = ReadonlyArray<string | readonly [name: string, args: JsonObject, fields: SelectionNode]>
+const selectionNode: z.ZodType<SelectionNode> = z.lazy(() => z.array(z.union([z.string(), z.tuple([z.string(), jsonObject, selectionNode])])))
+
+/** RFC 7230 `token`: what a header name may consist of. */
+const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+/** A URL whose scheme and host come from a variable can only be checked once it is substituted. */
+const STARTS_WITH_VARIABLE = /^\{\{/
+const HTTP_SCHEME = /^https?:\/\//i
+/** The engine's own variable syntax (DESIGN.md §4). */
+const VARIABLE_REFERENCE = /^\{\{[A-Za-z0-9_]+\}\}$/
+
+const number = z.number({ message: 'expected a number' })
 
 export const webhookTargetSchema = z.object({
   type: z.literal('webhook'),
@@ -18,20 +31,21 @@ export const webhookTargetSchema = z.object({
   url: z.string().min(1, 'expected a URL'),
   headers: z.record(z.string(), z.string()).optional(),
   body: jsonObject.optional(),
-  payloadPath: z.array(z.string().min(1)).min(1).optional(),
-  timeoutMs: positiveInt.optional(),
-  maxAttempts: positiveInt.optional(),
-  initialRepeatIntervalMs: positiveInt.optional(),
-  batchSize: positiveInt.max(1000, 'expected at most 1000').optional(),
-  signingSecret: z.string().min(1).optional(),
+  payloadPath: z.array(z.string()).optional(),
+  timeoutMs: number.optional(),
+  maxAttempts: number.optional(),
+  initialRepeatIntervalMs: number.optional(),
+  batchSize: number.optional(),
+  /** Extension (not upstream): a `{{NAME}}` variable holding the Standard Webhooks signing secret. */
+  signingSecret: z.string().regex(VARIABLE_REFERENCE, 'expected a {{NAME}} variable reference').optional(),
 }).strict()
 
 const triggerBase = {
   name: z.string().min(1),
   target: z.string().min(1),
-  priority: z.number().int('expected an integer').optional(),
+  priority: number.optional(),
   entity: z.string().min(1),
-  selection: selection.optional(),
+  selection: selectionNode.optional(),
 }
 
 export const basicTriggerSchema = z.object({
@@ -45,7 +59,9 @@ export const basicTriggerSchema = z.object({
 export const watchTriggerSchema = z.object({
   ...triggerBase,
   type: z.literal('watch'),
-  watch: selection,
+  watch: selectionNode,
+  /** Newer upstream: events reached through a relation carry the path to the root entity as `nodes`. */
+  withNodes: z.boolean().optional(),
 }).strict()
 
 export const triggerSchema = z.discriminatedUnion('type', [basicTriggerSchema, watchTriggerSchema])
@@ -56,17 +72,18 @@ export const actionsSchemaSchema = z.object({
 }).strict().superRefine((schema, ctx) => {
   // Names are the map keys upstream; a mismatch or a dangling target would only surface at dispatch time.
   for (const [key, target] of Object.entries(schema.targets)) {
-    if (target.name !== key) ctx.addIssue({ code: 'custom', path: ['targets', key, 'name'], message: `expected "${key}" (the key of the target)` })
+    if (target.name !== key) ctx.addIssue({ code: 'custom', path: ['targets', key, 'name'], message: 'expected the key of the target' })
   }
   for (const [key, trigger] of Object.entries(schema.triggers)) {
-    if (trigger.name !== key) ctx.addIssue({ code: 'custom', path: ['triggers', key, 'name'], message: `expected "${key}" (the key of the trigger)` })
-    if (!(trigger.target in schema.targets)) ctx.addIssue({ code: 'custom', path: ['triggers', key, 'target'], message: `unknown target "${trigger.target}"` })
+    if (trigger.name !== key) ctx.addIssue({ code: 'custom', path: ['triggers', key, 'name'], message: 'expected the key of the trigger' })
+    if (!Object.hasOwn(schema.targets, trigger.target)) ctx.addIssue({ code: 'custom', path: ['triggers', key, 'target'], message: 'unknown target (not a key of targets)' })
   }
 })
 
 export type ActionsSchema = z.infer<typeof actionsSchemaSchema>
 export type WebhookTarget = z.infer<typeof webhookTargetSchema>
 export type Trigger = z.infer<typeof triggerSchema>
+export type BasicTrigger = z.infer<typeof basicTriggerSchema>
 
 /** Target option defaults (upstream `Actions.WebhookTarget`). */
 export const TARGET_DEFAULTS = { timeoutMs: 30_000, maxAttempts: 10, initialRepeatIntervalMs: 5_000, batchSize: 1 } as const
@@ -79,9 +96,87 @@ export class SchemaValidationError extends Error {
   }
 }
 
-/** Validates an actions schema; throws {@link SchemaValidationError} listing every problem by path. */
-export function parseActionsSchema(input: unknown): ActionsSchema {
+export type SchemaParseOptions = Partial<TargetLimits>
+
+/**
+ * Validates an actions schema for storing: upstream's shape plus the bounds of DESIGN.md §3, with
+ * `timeoutMs` bounded by `maxTimeoutMs` (config MAX_TARGET_TIMEOUT_MS). Throws
+ * {@link SchemaValidationError} listing every problem by path and limit, never quoting a URL or header.
+ */
+export function parseActionsSchema(input: unknown, opts: SchemaParseOptions = {}): ActionsSchema {
+  const limits: TargetLimits = { maxTimeoutMs: opts.maxTimeoutMs ?? DEFAULT_MAX_TARGET_TIMEOUT_MS }
+  // zod drops a `__proto__` map key silently; an operator must hear that the name cannot be used.
+  const names = prototypeNames(input)
+  if (names.length) throw new SchemaValidationError(names)
+  const schema = parseStructure(input)
+  const problems = [...Object.entries(schema.targets).flatMap(([key, t]) => targetBounds(key, t, limits)),
+    ...Object.entries(schema.triggers).flatMap(([key, t]) => triggerBounds(key, t))]
+  if (problems.length) throw new SchemaValidationError(problems)
+  return schema
+}
+
+/**
+ * Reads a stored actions schema by shape only: a version stored before a bound existed (or under a
+ * larger MAX_TARGET_TIMEOUT_MS) still parses, so the rest of its project keeps running. Throws only
+ * for a structurally broken schema.
+ */
+export function parseStoredActionsSchema(input: unknown): ActionsSchema {
+  return parseStructure(input)
+}
+
+function parseStructure(input: unknown): ActionsSchema {
+  const jsonProblems = inspectJson(input, [], { maxDepth: MAX_DEPTH })
+  if (jsonProblems.length) throw new SchemaValidationError(jsonProblems)
   const parsed = actionsSchemaSchema.safeParse(input)
-  if (!parsed.success) throw new SchemaValidationError(describeIssues(parsed.error.issues))
+  if (!parsed.success) throw new SchemaValidationError(describeBounded(parsed.error.issues))
   return parsed.data
+}
+
+function prototypeNames(input: unknown): string[] {
+  if (typeof input !== 'object' || input === null) return []
+  return (['targets', 'triggers'] as const).flatMap(map => {
+    const value: unknown = Reflect.get(input, map)
+    if (typeof value !== 'object' || value === null) return []
+    return Object.keys(value).filter(k => FORBIDDEN_KEYS.has(k)).map(k => `${map}.${k}: is not allowed as a name (it reaches Object.prototype)`)
+  })
+}
+
+function targetBounds(key: string, target: WebhookTarget, limits: TargetLimits): string[] {
+  const at = (...rest: string[]) => formatPath(['targets', key, ...rest])
+  // targetProblems speaks `field: problem`; the numbers and payloadPath keys are checked there, once for validation and dispatch.
+  const problems = targetProblems(target, limits).map(p => `${at()}.${p}`)
+  if (!STARTS_WITH_VARIABLE.test(target.url) && !validHttpUrl(target.url)) problems.push(`${at('url')}: expected an http: or https: URL (or one starting with a {{VARIABLE}})`)
+  for (const name of Object.keys(target.headers ?? {})) {
+    if (!HEADER_TOKEN.test(name)) problems.push(`${at('headers')}: a header name must be an RFC 7230 token`)
+    else if (FORBIDDEN_HEADERS.has(name.toLowerCase())) problems.push(`${at('headers', name)}: cannot be set (the engine owns it: ${[...FORBIDDEN_HEADERS].join(', ')})`)
+  }
+  for (const [name, value] of Object.entries(target.headers ?? {})) {
+    if (/[\r\n]/.test(value)) problems.push(`${at('headers', HEADER_TOKEN.test(name) ? name : '?')}: a header value cannot contain CR or LF`)
+  }
+  if (target.body) problems.push(...inspectJson(target.body, ['targets', key, 'body'], { maxDepth: MAX_DEPTH, forbidPrototypeKeys: true }))
+  return problems
+}
+
+function triggerBounds(key: string, trigger: Trigger): string[] {
+  const problems: string[] = []
+  const at = (...rest: string[]) => formatPath(['triggers', key, ...rest])
+  const p = trigger.priority
+  if (p !== undefined && (!Number.isInteger(p) || p < -MAX_INT32 - 1 || p > MAX_INT32)) {
+    problems.push(`${at('priority')}: expected a 32-bit integer from ${-MAX_INT32 - 1} to ${MAX_INT32}`)
+  }
+  return problems
+}
+
+// Placeholders later in the URL (path, query, credentials) are replaced by a harmless letter to parse the rest.
+function validHttpUrl(url: string): boolean {
+  if (!HTTP_SCHEME.test(url)) return false
+  const afterScheme = url.replace(HTTP_SCHEME, '')
+  // A host that is itself a variable is checked after substitution, at dispatch.
+  if (afterScheme.startsWith('{{')) return true
+  try {
+    const parsed = new URL(url.replace(/\{\{[^}]*\}\}/g, 'x'))
+    return (parsed.protocol === 'http:' || parsed.protocol === 'https:') && parsed.hostname !== ''
+  } catch {
+    return false
+  }
 }

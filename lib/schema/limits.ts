@@ -72,3 +72,9 @@ export function targetProblems(target: TargetNumbers, limits: TargetLimits): str
   }
   return problems
 }
+
+/**
+ * Events one enqueue request may write after mutations fan out to their triggers: one INSERT's arrays
+ * and one answer (ids) stay bounded even when a mutation fires many triggers.
+ */
+export const MAX_WRITTEN_EVENTS_PER_REQUEST = 50_000

@@ -1,0 +1,116 @@
+import { createHash, randomUUID } from 'node:crypto'
+import { insertNewEvents, type SerializedEvent } from '../db/events.js'
+import type { Queryable } from '../db/pool.js'
+import { getCurrentSchema } from '../db/schemas.js'
+import type { Signals } from '../signals.js'
+import type { ActionsSchema } from '../schema/actions.js'
+import { describeBounded, formatPath, MAX_PROBLEMS, quote } from '../schema/json.js'
+import { MAX_INT32, MAX_PAYLOAD_BYTES, MAX_WRITTEN_EVENTS_PER_REQUEST } from '../schema/limits.js'
+import { eventPayloadSchema, mutationSchema } from '../schema/payload.js'
+import { EnqueueValidationError } from './errors.js'
+import { fanOut } from './fanout.js'
+import { parseEnvelope, unknownTrigger, type ParsedRequest } from './request.js'
+
+/** What an enqueue wrote; `eventIds` in request order, a mutation contributing one id per trigger it fired. */
+export type EnqueueResult = {
+  /** Every event the request stands for: written now, or already written by an earlier try of the same request. */
+  eventIds: string[]
+  /** Rows inserted by this call (fewer than `eventIds` when a retried request finds its events already stored). */
+  written: number
+  /** Indexes of events (mutations without `trigger`) that fired no trigger and wrote nothing. */
+  unmatched: number[]
+}
+
+/** An enqueue done inside the caller's transaction; pass it to {@link signalAfterCommit} once committed. */
+export type EnqueueWithinResult = EnqueueResult & { project: string }
+
+/**
+ * Validates the request and writes its events with the caller's client, so inside the caller's
+ * transaction: the events exist if and only if the caller commits. Throws EnqueueValidationError
+ * (nothing written) for a bad request. Sends no signal: call {@link signalAfterCommit} after COMMIT,
+ * or leave it to the sweeper, which re-drives due events within a minute.
+ */
+export async function enqueueWithin(db: Queryable, input: unknown): Promise<EnqueueWithinResult> {
+  const req = parseEnvelope(input)
+  const current = await getCurrentSchema(db, req.project)
+  if (!current) throw new EnqueueValidationError([`project: unknown project ${quote(req.project)} (no actions schema stored)`])
+  const { events, origin, unmatched } = prepare(req, current.schema)
+  const { written, clashes } = await insertNewEvents(db, {
+    project: req.project,
+    transactionId: req.transactionId,
+    stage: req.stage ?? null,
+    schemaVersion: current.version,
+    identityId: req.identityId ?? null,
+    ipAddress: req.ipAddress ?? null,
+    userAgent: req.userAgent ?? null,
+  }, events)
+  if (clashes.length) {
+    const indexes = [...new Set(clashes.map(id => origin.get(id)))].sort((a, b) => (a ?? 0) - (b ?? 0)).slice(0, MAX_PROBLEMS)
+    throw new EnqueueValidationError(indexes.map(i => `events.${i}.id: already used by another project (ids are never shared across projects)`))
+  }
+  return { project: req.project, eventIds: events.map(e => e.id), written: written.length, unmatched }
+}
+
+/** Sends the wake-up signal for events written by {@link enqueueWithin}; call it after the transaction commits. */
+export async function signalAfterCommit(signals: Signals, result: EnqueueWithinResult): Promise<void> {
+  if (result.eventIds.length > 0) await signals.send(result.project)
+}
+
+type Prepared = { events: SerializedEvent[]; origin: Map<string, number>; unmatched: number[] }
+
+// Resolves triggers (named, or fired by a mutation), parses and measures each payload. Throws before any write.
+function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
+  const problems: string[] = []
+  const events: SerializedEvent[] = []
+  const origin = new Map<string, number>()
+  const unmatched: number[] = []
+  const add = (index: number, id: string, trigger: string, target: string, priority: number, payload: unknown) => {
+    const payloadJson = JSON.stringify(payload)
+    const bytes = Buffer.byteLength(payloadJson)
+    if (bytes > MAX_PAYLOAD_BYTES) problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
+    else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32) problems.push(`${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`)
+    events.push({ id, trigger, target, priority, payloadJson })
+    origin.set(id, index)
+  }
+  for (const [i, e] of req.events.entries()) {
+    if (problems.length >= MAX_PROBLEMS) break
+    const base = ['events', i, 'payload']
+    if (e.trigger !== undefined) {
+      // Own properties only: `constructor` or `toString` must be unknown triggers, not Object.prototype's.
+      const trigger = Object.hasOwn(schema.triggers, e.trigger) ? schema.triggers[e.trigger] : undefined
+      if (!trigger) { problems.push(unknownTrigger(i, e.trigger)); continue }
+      const parsed = eventPayloadSchema.safeParse(e.payload)
+      if (!parsed.success) { problems.push(...describeBounded(parsed.error.issues, base)); continue }
+      if (parsed.data.trigger !== undefined && parsed.data.trigger !== e.trigger) {
+        problems.push(`${formatPath([...base, 'trigger'])}: expected the event's trigger (the payload names another)`)
+        continue
+      }
+      // Stored as sent: the producer's own object, which zod's copy might reorder or (for `__proto__` keys) drop.
+      add(i, e.id?.toLowerCase() ?? randomUUID(), e.trigger, trigger.target, trigger.priority ?? 0, e.payload)
+      continue
+    }
+    const mutation = mutationSchema.safeParse(e.payload)
+    if (!mutation.success) { problems.push(...describeBounded(mutation.error.issues, base)); continue }
+    const fired = fanOut(schema, mutation.data)
+    if (fired.length === 0) unmatched.push(i)
+    for (const f of fired) add(i, e.id === undefined ? randomUUID() : derivedId(e.id, f.trigger), f.trigger, f.target, f.priority, f.payload)
+    if (events.length > MAX_WRITTEN_EVENTS_PER_REQUEST) {
+      problems.push(`events: the mutations fire more than ${MAX_WRITTEN_EVENTS_PER_REQUEST} events; split the request`)
+      break
+    }
+  }
+  if (problems.length) throw new EnqueueValidationError(problems.slice(0, MAX_PROBLEMS))
+  return { events, origin, unmatched }
+}
+
+/**
+ * The id of the event a mutation with producer id `id` fires for `trigger`: the same on every retry,
+ * so a retried mutation writes nothing twice (a name-based UUID, version 5 layout over SHA-1).
+ */
+export function derivedId(id: string, trigger: string): string {
+  const h = createHash('sha1').update(`actions-mutation\n${id.toLowerCase()}\n${trigger}`).digest()
+  h[6] = ((h[6] ?? 0) & 0x0f) | 0x50
+  h[8] = ((h[8] ?? 0) & 0x3f) | 0x80
+  const hex = h.subarray(0, 16).toString('hex')
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
