@@ -50,7 +50,8 @@ export async function startEmbeddedPostgres(opts: { dataDir?: string; port?: num
     })
     await server.initialise()
   }
-  const guard = spawn('/bin/sh', ['-c', GUARD, 'guard', await postgresBinary(), '-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1'], {
+  // TCP on 127.0.0.1 only, and no Unix socket (its default directory may not be writable here).
+  const guard = spawn('/bin/sh', ['-c', GUARD, 'guard', await postgresBinary(), '-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='], {
     detached: true,
     stdio: ['pipe', 'ignore', 'pipe'],
     ...(root ? await postgresIds() : {}),
