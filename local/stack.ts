@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { Context } from 'aws-lambda'
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs'
 import { Registry } from 'prom-client'
 import { createHandler as createDispatch } from '../functions/dispatch.js'
@@ -15,6 +16,7 @@ import { EnqueueValidationError } from '../lib/enqueue.js'
 import { createRuntime } from '../lib/lambda.js'
 import { SchemaValidationError } from '../lib/schema/actions.js'
 import { createSweeperGauges } from '../lib/metrics.js'
+import type { Logger } from '../lib/log.js'
 import { lambdaContext } from './lambda.js'
 import { startPoller } from './poller.js'
 import { startEmbeddedPostgres } from './postgres.js'
@@ -40,10 +42,24 @@ export type LocalStack = {
   url: string
   databaseUrl: string
   queueUrl: string
+  /** The SQS endpoint when the stack runs its own emulator. */
+  sqsEndpoint?: string
+  /** The embedded Postgres' postmaster process id, when the stack runs its own. */
+  postgresPid?: number
   /** Runs one sweeper pass now (the timer runs them too). */
   sweep(): Promise<unknown>
+  /**
+   * Stops like a service: no new requests or claims; in-flight deliveries finish or time out (their
+   * target's timeoutMs) and their outcomes are recorded; unstarted claims are released; then the
+   * queue and, last, Postgres stop. Calling it again returns the same promise.
+   */
   stop(): Promise<void>
 }
+
+/** Slack beyond the longest target timeout for in-flight drains to record and release before we stop waiting. */
+const SHUTDOWN_SLACK_MS = 15_000
+/** How long open HTTP requests (an enqueue writing its rows) may take to finish at shutdown. */
+const HTTP_DRAIN_MS = 5_000
 
 /**
  * The three functions on this machine, driven as Lambda drives them: an HTTP endpoint invokes
@@ -55,10 +71,15 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
   const print = opts.print ?? (() => {})
   const cleanups: Array<() => Promise<void>> = []
   const stopAll = async () => { for (const c of cleanups.reverse()) await c().catch(() => {}) }
+  // Set when stopping: running dispatch invocations see no time left, so they claim nothing more.
+  let stopping = false
+  let postgresPid: number | undefined
+  let sqsEndpoint: string | undefined
   try {
     if (!env.DATABASE_URL) {
-      const pg = await startEmbeddedPostgres({ ownSignals: true, ...(opts.dataDir === undefined ? {} : { dataDir: opts.dataDir }) })
+      const pg = await startEmbeddedPostgres({ ...(opts.dataDir === undefined ? {} : { dataDir: opts.dataDir }) })
       cleanups.push(pg.stop)
+      postgresPid = pg.pid
       env.DATABASE_URL = pg.url
       print(`postgres   embedded at 127.0.0.1:${pg.port}${opts.dataDir ? ` (data in ${pg.dataDir})` : ' (temporary: pass --data-dir to keep it)'}`)
     } else {
@@ -74,10 +95,13 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
 
     let sqs: SQSClient
     if (!env.SIGNAL_QUEUE_URL) {
-      const { startFauxqs } = await import('fauxqs')
-      const server = await startFauxqs({ port: 0, logger: false })
-      cleanups.push(() => server.stop())
-      const endpoint = `http://127.0.0.1:${server.port}`
+      // fauxqs' startFauxqs listens on every interface; its app listens where we say.
+      const { buildApp } = await import('fauxqs')
+      const app = buildApp({ logger: false })
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      cleanups.push(() => app.close())
+      const endpoint = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
+      sqsEndpoint = endpoint
       sqs = new SQSClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })
       const dlq = await sqs.send(new CreateQueueCommand({ QueueName: 'actions-signals-dlq' }))
       const dlqArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq.QueueUrl, AttributeNames: ['QueueArn'] }))).Attributes?.QueueArn
@@ -111,7 +135,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     let lastGauges = createSweeperGauges().registry
     const sweeper = createSweeper(() => runtime, { onSweep: result => { lastGauges = result.gauges.registry } })
     const sweep = () => sweeper({}, lambdaContext('sweeper', 55_000))
-    const server = await listen(opts.port ?? 3000, async (req, res) => {
+    const server = await listen(opts.port ?? 3000, deps.log, async (req, res) => {
       const path = new URL(req.url ?? '/', 'http://local').pathname
       if (req.method === 'POST' && path === '/enqueue') return reply(res, 200, await enqueue(await readJson(req), lambdaContext('enqueue', 30_000)))
       const schemaPath = /^\/schema\/([^/]+)$/.exec(path)
@@ -127,9 +151,16 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
         return void res.end(await merged.metrics())
       }
       if (req.method === 'GET' && path === '/healthz') return reply(res, 200, { ok: true })
-      reply(res, 404, { error: 'not found' })
+      throw new RequestError(404, 'no such route')
     })
-    cleanups.push(() => new Promise<void>(r => { server.closeAllConnections(); server.close(() => r()) }))
+    const closed = new Promise<void>(r => server.once('close', () => r()))
+    cleanups.push(async () => {
+      // Requests still open (an enqueue writing its rows) get a moment; then their connections go.
+      server.close()
+      server.closeIdleConnections()
+      if (!(await within(HTTP_DRAIN_MS, closed))) server.closeAllConnections()
+      await closed
+    })
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
     print(`enqueue    POST ${url}/enqueue   (schema: PUT ${url}/schema/<project>, states: GET ${url}/events/<project>)`)
     print(config.PUSHGATEWAY_URL ? 'metrics    pushed to PUSHGATEWAY_URL' : `metrics    GET ${url}/metrics`)
@@ -138,9 +169,15 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const poller = startPoller({
       sqs, queueUrl: config.SIGNAL_QUEUE_URL, queueArn,
       batchSize: 10, concurrency: config.DISPATCH_MAX_CONCURRENCY, timeoutMs: dispatchTimeoutMs,
-      invoke: dispatch, context: () => lambdaContext('dispatch', dispatchTimeoutMs), log: deps.log,
+      invoke: dispatch, context: () => cutShortWhen(() => stopping, lambdaContext('dispatch', dispatchTimeoutMs)), log: deps.log,
     })
-    cleanups.push(() => poller.stop())
+    cleanups.push(async () => {
+      // The drains under way stop claiming, release what they had not started, and record what they
+      // delivered; the slowest in-flight delivery ends by its target's timeout.
+      if (!(await within(config.MAX_TARGET_TIMEOUT_MS + SHUTDOWN_SLACK_MS, poller.stop()))) {
+        deps.log.error('Dispatch did not finish in time at shutdown; its claims return when their leases end')
+      }
+    })
     print(`dispatch   polling the signal queue, ${config.DISPATCH_MAX_CONCURRENCY} invocations at most at once`)
 
     const sweepIntervalMs = opts.sweepIntervalMs ?? 60_000
@@ -154,21 +191,47 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     cleanups.push(async () => { clearInterval(timer); await sweeping })
     print(`sweeper    every ${Math.round(sweepIntervalMs / 1000)} s`)
 
-    return { url, databaseUrl: config.DATABASE_URL, queueUrl: config.SIGNAL_QUEUE_URL, sweep, stop: stopAll }
+    let stopped: Promise<void> | undefined
+    const stop = () => stopped ??= (async () => {
+      stopping = true
+      // No new enqueues while the rest winds down.
+      server.close()
+      await stopAll()
+    })()
+    return {
+      url, databaseUrl: config.DATABASE_URL, queueUrl: config.SIGNAL_QUEUE_URL,
+      ...(sqsEndpoint ? { sqsEndpoint } : {}), ...(postgresPid ? { postgresPid } : {}),
+      sweep, stop,
+    }
   } catch (e) {
     await stopAll()
     throw e
   }
 }
 
-function listen(port: number, handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Promise<Server> {
+/** A request the stack refuses, with the status and a reason that quotes nothing from the body. */
+class RequestError extends Error {
+  override name = 'RequestError'
+  constructor(readonly status: number, message: string, options?: ErrorOptions) {
+    super(message, options)
+  }
+}
+
+/** Largest request body, as Lambda's synchronous invoke payload limit. */
+const MAX_BODY_BYTES = 6 * 1024 * 1024
+
+function listen(port: number, log: Logger, handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Promise<Server> {
   const server = createServer((req, res) => {
-    handle(req, res).catch(error => {
-      if (error instanceof EnqueueValidationError || error instanceof SchemaValidationError || error instanceof SyntaxError) {
-        reply(res, 400, { error: error.name, problems: 'problems' in error ? error.problems : [error.message] })
-      } else {
-        reply(res, 500, { error: error instanceof Error ? error.name : 'Error' })
+    handle(req, res).catch((error: unknown) => {
+      const route = `${req.method ?? ''} ${routeOf(req.url)}`
+      const refused = refusal(error)
+      if (refused) {
+        // The reason names fields and limits; the body is never quoted.
+        log.warn('Refused a local request', { route, status: refused.status, reason: refused.reason, fields: refused.fields })
+        return reply(res, refused.status, { error: refused.reason, ...(refused.problems ? { problems: refused.problems } : {}) })
       }
+      log.error('Local request failed', { route, error })
+      reply(res, 500, { error: error instanceof Error ? error.name : 'Error' })
     })
   })
   return new Promise((resolve, reject) => {
@@ -177,9 +240,49 @@ function listen(port: number, handle: (req: IncomingMessage, res: ServerResponse
   })
 }
 
+/** What to answer for an error caused by the request itself; undefined for our own faults (500). */
+function refusal(error: unknown): { status: number; reason: string; problems?: string[]; fields?: string[] } | undefined {
+  if (error instanceof EnqueueValidationError || error instanceof SchemaValidationError) {
+    // A problem reads `path: message`; the log gets the paths only, the producer gets the messages.
+    return { status: 400, reason: error.name, problems: error.problems, fields: error.problems.slice(0, 20).map(p => p.split(':')[0] ?? '') }
+  }
+  if (error instanceof RequestError) return { status: error.status, reason: error.message }
+  // A malformed percent-escape in the project part of the path.
+  if (error instanceof URIError) return { status: 400, reason: 'malformed path' }
+  // Postgres' data exceptions (class 22: NUL bytes, invalid text, out-of-range values) come from input.
+  if (error instanceof Error && 'code' in error && typeof error.code === 'string' && error.code.startsWith('22')) {
+    return { status: 400, reason: `input the database refuses (SQLSTATE ${error.code})` }
+  }
+  return undefined
+}
+
+/** The route of a request for the log: the project part of a path is kept short. */
+function routeOf(url: string | undefined): string {
+  const path = (url ?? '/').split('?')[0] ?? '/'
+  return path.length > 80 ? `${path.slice(0, 80)}…` : path
+}
+
 function reply(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return void res.end()
   res.writeHead(status, { 'content-type': 'application/json' })
   res.end(JSON.stringify(body))
+}
+
+/** Waits for `work` at most `ms`; true when it settled in time. */
+async function within(ms: number, work: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const done = await Promise.race([
+    work.then(() => true, () => true),
+    new Promise<boolean>(resolve => { timer = setTimeout(() => resolve(false), ms) }),
+  ])
+  clearTimeout(timer)
+  return done
+}
+
+/** A context whose remaining time drops to zero once `stop()` holds, as a Lambda near its timeout. */
+function cutShortWhen(stop: () => boolean, context: Context): Context {
+  const remaining = context.getRemainingTimeInMillis
+  return { ...context, getRemainingTimeInMillis: () => (stop() ? 0 : remaining()) }
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
@@ -188,13 +291,13 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   for await (const c of req) {
     const buf = Buffer.from(c)
     size += buf.length
-    if (size > 6 * 1024 * 1024) throw new SyntaxError('request body over 6 MB (the Lambda invoke limit)')
+    if (size > MAX_BODY_BYTES) throw new RequestError(413, 'request body over 6 MB (the Lambda invoke limit)')
     chunks.push(buf)
   }
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'))
-  } catch {
-    // The parser's message quotes the body, and a schema holds target URLs.
-    throw new SyntaxError('request body is not valid JSON')
+  } catch (cause) {
+    // The parser's message quotes the body, and a schema holds target URLs: only its name is kept.
+    throw new RequestError(400, 'request body is not valid JSON', { cause: new SyntaxError(cause instanceof Error ? cause.name : 'unparsable') })
   }
 }

@@ -1,12 +1,14 @@
 // `npm start`: the three functions on embedded defaults. `npm run demo`: the same, plus a guided run.
 import { parseArgs } from 'node:util'
 import { runDemo } from './demo.js'
-import { startLocalStack } from './stack.js'
+import { startLocalStack, type LocalStack } from './stack.js'
 
 const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval SECONDS] [--demo]
 
 Starts Postgres (embedded unless DATABASE_URL is set), an SQS emulator (unless SIGNAL_QUEUE_URL is
-set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C stops everything.
+set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C (SIGINT), SIGTERM or
+SIGHUP stops it like a service: no new claims, in-flight deliveries finish or time out and are
+recorded, unstarted claims go back, then Postgres stops.
   --port N              HTTP port of the enqueue endpoint (default 3000; 0 picks a free one)
   --data-dir DIR        keep the embedded Postgres cluster in DIR across restarts
   --sweep-interval S    seconds between sweeper runs (default 60, as deployed)
@@ -16,6 +18,26 @@ set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C stops e
 
 // Lambda runs Node 22; the SDK's notice about Node 20 says nothing about this project.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
+
+/** After an orderly stop, anything still holding the event loop gets this long before the process exits anyway. */
+const EXIT_GRACE_MS = 2_000
+
+// Taken before anything starts, so a signal during startup also ends in an orderly stop. A terminal's
+// Ctrl-C reaches every process of the group, and a wrapper (npm, tsx) may relay it once more: only
+// the first signal counts.
+let signalled: NodeJS.Signals | undefined
+const onSignal = new Promise<NodeJS.Signals>(resolve => {
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(sig, () => {
+      if (signalled) {
+        process.stdout.write(`${sig}: already stopping (in-flight deliveries finish or reach their timeout)\n`)
+        return
+      }
+      signalled = sig
+      resolve(sig)
+    })
+  }
+})
 
 async function main(): Promise<number> {
   let args
@@ -54,7 +76,7 @@ async function main(): Promise<number> {
   setLogSink(line => process.stderr.write(line + '\n'))
 
   print('Actions local stack')
-  const stack = await startLocalStack({
+  const starting = startLocalStack({
     env: process.env,
     ...(args['data-dir'] ? { dataDir: args['data-dir'] } : {}),
     port,
@@ -62,32 +84,45 @@ async function main(): Promise<number> {
     print: line => print('  ' + line),
     onBatch: b => print(`batch      ${b.project}/${b.target}: ${b.succeeded}/${b.events} delivered in ${b.durationMs} ms`),
   })
-  let stopping = false
-  const stop = async () => {
-    if (stopping) return
-    stopping = true
-    print('stopping…')
+  const early = await Promise.race([starting.then(() => undefined), onSignal])
+  const stack = await starting
+  const stop = async (why: string) => {
+    print(`stopping (${why})…`)
     await stack.stop()
     print('stopped')
   }
+  if (early) {
+    await stop(early)
+    return 0
+  }
+  if (!args.demo) printOperatorEnv(stack, print)
   if (args.demo) {
     try {
-      await runDemo(stack.url, print)
+      await Promise.race([runDemo(stack.url, print), onSignal])
     } finally {
-      await stop()
+      await stop(signalled ?? 'demo done')
     }
     return 0
   }
   print('ready; Ctrl-C to stop')
-  await new Promise<void>(resolve => {
-    process.once('SIGINT', resolve)
-    process.once('SIGTERM', resolve)
-  })
-  await stop()
+  await stop(await onSignal)
   return 0
+}
+
+/** The environment that points `npx actions …` (and its wake-up signals) at this stack. */
+function printOperatorEnv(stack: LocalStack, print: (line: string) => void): void {
+  // A DATABASE_URL or queue given by the caller may hold real credentials: named, never printed.
+  const vars = [
+    process.env.DATABASE_URL ? undefined : `DATABASE_URL=${stack.databaseUrl}`,
+    stack.sqsEndpoint ? `SIGNAL_QUEUE_URL=${stack.queueUrl} AWS_ENDPOINT_URL_SQS=${stack.sqsEndpoint} AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local` : undefined,
+  ].filter(v => v !== undefined)
+  print(`operator CLI, in another terminal${vars.length < 2 ? ' (with your own DATABASE_URL / SIGNAL_QUEUE_URL set)' : ''}:`)
+  if (vars.length) print(`  export ${vars.join(' ')}`)
+  print('  npx actions events due <project>')
 }
 
 process.exitCode = await main().catch(e => {
   process.stderr.write(`${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`)
   return 1
 })
+setTimeout(() => process.exit(), EXIT_GRACE_MS).unref()

@@ -5,7 +5,6 @@ import { loadConfig } from '../lib/config.js'
 import { closeDeps, createDeps } from '../lib/deps.js'
 import { createRuntime } from '../lib/lambda.js'
 import { setVariables } from '../lib/db/variables.js'
-import { main } from '../lib/cli/main.js'
 import { createContext } from './helpers/lambda.js'
 import { json, startReceiver, type Receiver, type Responder } from './helpers/receiver.js'
 import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
@@ -188,46 +187,5 @@ describe('the dispatch function', () => {
     expect(await counter('contember_actions_events_succeeded_total', 'cnt')).toBe(1)
     expect(await counter('contember_actions_delivery_attempts_failed_total', 'cnt')).toBe(1)
     expect(await counter('contember_actions_events_failed_total', 'cnt')).toBe(0)
-  })
-})
-
-describe('operator event commands', () => {
-  const run = async (...argv: string[]) => {
-    const out: string[] = []
-    const err: string[] = []
-    const code = await main(argv, { DATABASE_URL: env.db.url }, { out: s => out.push(s), err: s => err.push(s) })
-    return { code, out: out.join('\n'), err: err.join('\n') }
-  }
-
-  it('lists failed events, shows one, retries it (due now) and stops another', async () => {
-    rx.respond((_, res) => { res.statusCode = 500; res.end() })
-    await schemaFor(deps(), 'ops', { t: { url: rx.url, maxAttempts: 1 } })
-    const [a, b] = await enqueueMany(deps(), 'ops', 'to_t', 2)
-    expect((await run('events', 'due', 'ops')).out).toMatch(/2 due event\(s\)/)
-    await handler(sqsEvent('{"project":"ops"}'), createContext())
-    const failed = await run('events', 'failed', 'ops', '--limit', '1')
-    expect(failed.out).toMatch(/failed target=t trigger=to_t attempts=1 .* Internal Server Error/)
-    expect(failed.out).toMatch(/1 failed event\(s\) \(limit 1\)/)
-    const shown = JSON.parse((await run('events', 'show', a ?? '')).out)
-    expect(shown).toMatchObject({ id: a, state: 'failed', num_retries: 1 })
-    expect(await run('events', 'retry', a ?? '')).toMatchObject({ code: 0 })
-    expect((await states(deps(), 'ops')).get(a ?? '')?.state).toBe('retrying')
-    expect((await run('events', 'due', 'ops')).out).toContain(a)
-    expect(await run('events', 'stop', b ?? '')).toMatchObject({ code: 0 })
-    expect((await states(deps(), 'ops')).get(b ?? '')?.state).toBe('stopped')
-    rx.respond((_, res) => { res.end() })
-    await handler(sqsEvent('{"project":"ops"}'), createContext())
-    expect((await states(deps(), 'ops')).get(a ?? '')?.state).toBe('succeed')
-    expect((await states(deps(), 'ops')).get(b ?? '')?.state).toBe('stopped')
-  })
-
-  it('retries a never-attempted event back to created and rejects unknown ids and bad arguments', async () => {
-    await schemaFor(deps(), 'ops2', { t: { url: rx.url } })
-    const [id] = await enqueueMany(deps(), 'ops2', 'to_t', 1)
-    await run('events', 'retry', id ?? '')
-    expect((await states(deps(), 'ops2')).get(id ?? '')?.state).toBe('created')
-    expect((await run('events', 'show', '00000000-0000-4000-8000-000000000000')).code).toBe(1)
-    expect((await run('events', 'show', 'nope')).code).toBe(2)
-    expect((await run('events', 'failed', 'ops2', '--limit', 'x')).code).toBe(2)
   })
 })

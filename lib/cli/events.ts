@@ -1,68 +1,125 @@
 import type pg from 'pg'
 import { z } from 'zod'
-import { getEvent, listEvents, retryEvent, stopEvent, type Listing } from '../db/operator.js'
+import { getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../db/events.js'
-import type { Io } from './main.js'
+import type { Signals } from '../signals.js'
+import { parseCommand, UsageError, type Io } from './usage.js'
 
 export const EVENTS_USAGE = `  events failed|processing|due <project> [--limit N]
-                                            list events (default limit 50)
-  events show <id>                          print one event with its log
-  events retry <id>                         make an event due now (created if never attempted, else retrying)
+                                            list events (default limit 50); failed lists failed and
+                                            retrying events, as upstream's failedEvents does
+  events show <id>                          print one event with its latest log entries
+  events retry <id>                         make an event due now (created if never attempted, else
+                                            retrying) and wake its project's dispatch
   events stop <id>                          stop an event for good`
 
-/** A mistake in the command line; main() prints it with the usage text. */
-export class EventsUsageError extends Error {
-  override name = 'UsageError'
-}
+/** Listing size when --limit is not given (upstream's default is 100; a terminal page is less). */
+const DEFAULT_LIMIT = 50
+/** Longest listing: a bigger export belongs in SQL, not in a terminal. */
+const MAX_LIMIT = 10_000
+/** Characters of receiver text a listing prints per event: one line each, never a 900 KB one. */
+export const LISTED_ERROR_CHARS = 200
+/** Characters of one stored text field (`response`, `errorMessage`) that `events show` prints. */
+export const SHOWN_TEXT_CHARS = 4_096
+/** Log entries `events show` prints (the latest); maxAttempts may allow a thousand. */
+export const SHOWN_LOG_ENTRIES = 20
+
+/** What the event commands need: the database, and the signal queue when one is configured. */
+export type EventsContext = { pool: pg.Pool; signals: () => Signals | undefined }
 
 /** `actions events …`: the operator's view of the queue. */
-export async function eventsCommand(pool: pg.Pool, args: string[], io: Io): Promise<void> {
-  const [sub, arg, ...rest] = args
-  if (!arg) throw new EventsUsageError(`events ${sub ?? ''}: missing argument`)
+export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseCommand('events', args, { limit: { type: 'string' } })
+  const [sub, arg, extra] = positionals
+  if (!arg) throw new UsageError(`events ${sub ?? ''}: missing argument`)
+  if (extra !== undefined) throw new UsageError(`events ${sub ?? ''}: unexpected argument ${positionals.length}`)
+  if (values.limit !== undefined && !isListing(sub)) throw new UsageError(`events ${sub ?? ''}: --limit applies to listings only`)
   switch (sub) {
     case 'failed':
     case 'processing':
     case 'due': {
-      const limit = parseLimit(rest)
-      const rows = await listEvents(pool, arg, sub satisfies Listing, limit)
+      const limit = parseLimit(values.limit)
+      const rows = await listEvents(ctx.pool, arg, sub, limit, LISTED_ERROR_CHARS)
       for (const row of rows) io.out(summary(row))
       io.out(`${rows.length} ${sub} event(s)${rows.length === limit ? ` (limit ${limit})` : ''}`)
-      return
+      return 0
     }
     case 'show': {
-      const row = await getEvent(pool, uuid(arg))
+      const row = await getEvent(ctx.pool, uuid(arg))
       if (!row) throw new Error(`no event ${arg}`)
-      io.out(JSON.stringify(row, null, 2))
-      return
+      io.out(JSON.stringify(shown(row), null, 2))
+      return 0
     }
     case 'retry':
-      if (!(await retryEvent(pool, uuid(arg)))) throw new Error(`no event ${arg}`)
-      io.out(`event ${arg} is due now`)
-      return
+      return retry(ctx, uuid(arg), io)
     case 'stop':
-      if (!(await stopEvent(pool, uuid(arg)))) throw new Error(`no event ${arg}`)
+      if (!(await stopEvent(ctx.pool, uuid(arg)))) throw new Error(`no event ${arg}`)
       io.out(`event ${arg} stopped`)
-      return
+      return 0
     default:
-      throw new EventsUsageError(`events: unknown subcommand "${sub ?? ''}"`)
+      throw new UsageError(`events: unknown subcommand "${sub ?? ''}"`)
   }
 }
 
-function parseLimit(rest: string[]): number {
-  const i = rest.indexOf('--limit')
-  if (i < 0) return 50
-  const parsed = z.coerce.number().int().positive().max(10_000).safeParse(rest[i + 1])
-  if (!parsed.success) throw new EventsUsageError('--limit: expected a positive integer up to 10000')
+const isListing = (sub: string | undefined): sub is Listing => sub === 'failed' || sub === 'processing' || sub === 'due'
+
+/**
+ * Upstream requeues and then notifies the project's dispatcher. The retry is committed first, so a
+ * signal that cannot be sent costs only latency: the sweeper re-drives due events within a minute.
+ */
+async function retry(ctx: EventsContext, id: string, io: Io): Promise<number> {
+  const project = await retryEvent(ctx.pool, id)
+  if (project === undefined) throw new Error(`no event ${id}`)
+  io.out(`event ${id} is due now`)
+  const signals = ctx.signals()
+  if (!signals) {
+    io.err('no wake-up signal sent (SIGNAL_QUEUE_URL is not set); the sweeper picks the event up within a minute')
+    return 0
+  }
+  try {
+    await signals.send(project)
+  } catch (e) {
+    io.err(`the retry stands, but the wake-up signal failed (${e instanceof Error ? e.message : 'error'}); the sweeper picks the event up within a minute`)
+    return 1
+  }
+  io.out(`signalled project ${project}`)
+  return 0
+}
+
+function parseLimit(given: string | undefined): number {
+  if (given === undefined) return DEFAULT_LIMIT
+  const parsed = z.coerce.number().int().positive().max(MAX_LIMIT).safeParse(given)
+  if (!parsed.success) throw new UsageError(`--limit: expected a positive integer up to ${MAX_LIMIT}`)
   return parsed.data
 }
 
 function uuid(id: string): string {
-  if (!z.uuid().safeParse(id).success) throw new EventsUsageError(`expected an event id (uuid), got "${id}"`)
+  // An id is short when valid; a long argument is cut so the message stays one line.
+  if (!z.uuid().safeParse(id).success) throw new UsageError(`expected an event id (uuid), got "${oneLine(id, 40)}"`)
   return id
 }
 
-function summary(r: EventRow): string {
-  const last = r.log.at(-1)
-  const error = typeof last === 'object' && last !== null && 'errorMessage' in last ? ` ${String(last.errorMessage)}` : ''
+function summary(r: ListedEvent): string {
+  const more = r.last_error_chars - LISTED_ERROR_CHARS
+  const error = r.last_error === null ? '' : ` ${oneLine(r.last_error, LISTED_ERROR_CHARS)}${more > 0 ? `… [${more} more characters]` : ''}`
   return `${r.id} ${r.state} target=${r.target} trigger=${r.trigger} attempts=${r.num_retries} due=${r.visible_at.toISOString()}${error}`
 }
+
+/** The event as `events show` prints it: the latest log entries, each text field bounded. */
+function shown(row: EventRow): Record<string, unknown> {
+  const omitted = Math.max(0, row.log.length - SHOWN_LOG_ENTRIES)
+  const log = row.log.slice(omitted).map(entry => {
+    if (typeof entry !== 'object' || entry === null) return entry
+    return Object.fromEntries(Object.entries(entry).map(([k, v]) => [k, typeof v === 'string' ? cut(v, SHOWN_TEXT_CHARS) : v]))
+  })
+  return { ...row, log, ...(omitted ? { logEntriesOmitted: omitted } : {}) }
+}
+
+/** Cuts text to `max` characters on a code point boundary, saying how much was left out. */
+export function cut(text: string, max: number): string {
+  const points = Array.from(text)
+  return points.length <= max ? text : `${points.slice(0, max).join('')}… [${points.length - max} more characters]`
+}
+
+// A receiver's text may hold newlines or terminal escape sequences: a listing shows it as one inert line.
+const oneLine = (text: string, max: number) => cut(text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' '), max)

@@ -1,12 +1,17 @@
 import { readFile } from 'node:fs/promises'
 import { pathToFileURL } from 'node:url'
+import { SQSClient } from '@aws-sdk/client-sqs'
 import { z } from 'zod'
 import { migrate } from '../db/migrate.js'
 import { createPool } from '../db/pool.js'
 import { deleteSchema, getCurrentSchema, storeSchema } from '../db/schemas.js'
 import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
-import { eventsCommand, EventsUsageError, EVENTS_USAGE } from './events.js'
+import { createSignals, type Signals } from '../signals.js'
+import { eventsCommand, EVENTS_USAGE } from './events.js'
 import { signingCommand, SIGNING_USAGE } from './signing.js'
+import { parseCommand, UsageError, type Io } from './usage.js'
+
+export { UsageError, type Io } from './usage.js'
 
 export const USAGE = `Usage: actions <command> [args]
 
@@ -17,21 +22,21 @@ Commands:
   schema delete <project> --yes             remove the project: its pending events then fail as
                                             unknown target, its heartbeat series goes at the next sweep
   variables set <project> NAME=VALUE... [--mode merge|set|append-only-missing]
-                                            set variables (default mode: merge)
+                                            merge (default): set the given names, keep the others;
+                                            set: the given names become all the variables;
+                                            append-only-missing: add names not yet set, change none
   variables list <project> [--show-values]  list variable names (values only with --show-values)
 ${EVENTS_USAGE}
 ${SIGNING_USAGE}
-Environment: DATABASE_URL (postgres://user@host:port/db)
+Environment: DATABASE_URL (postgres://user@host:port/db); for the wake-up signal of events retry
+also SIGNAL_QUEUE_URL, AWS_REGION and the AWS SDK's usual keys (AWS_ENDPOINT_URL_SQS for an emulator)
 
 Exit codes: 0 ok, 1 failure, 2 usage error`
 
-/** A usage mistake: printed with the usage text, exit code 2. */
-export class UsageError extends Error {
-  override name = 'UsageError'
-}
-
-export type Io = { out: (s: string) => void; err: (s: string) => void }
 const stdio: Io = { out: s => process.stdout.write(s + '\n'), err: s => process.stderr.write(s + '\n') }
+
+/** The SQS client of the CLI: few attempts and short timeouts, an operator is waiting. */
+const SQS_TIMEOUTS = { connectionTimeout: 2_000, requestTimeout: 5_000 }
 
 /** Runs one CLI command; returns the exit code. */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = stdio): Promise<number> {
@@ -48,103 +53,139 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     return 2
   }
   const pool = createPool(dbUrl.data, 2)
+  let sqs: SQSClient | undefined
+  const signals = (): Signals | undefined => {
+    if (!env.SIGNAL_QUEUE_URL) return undefined
+    sqs ??= sqsClient(env)
+    return createSignals(sqs, env.SIGNAL_QUEUE_URL)
+  }
   try {
-    await run(pool, cmd, rest, io)
-    return 0
+    return await run({ pool, signals }, cmd, rest, io)
   } catch (e) {
-    if (e instanceof UsageError || e instanceof EventsUsageError) {
+    if (e instanceof UsageError) {
       io.err(`${e.message}\n\n${USAGE}`)
       return 2
     }
-    io.err(e instanceof Error ? `${e.name}: ${e.message}` : String(e))
+    io.err(describe(e))
     return 1
   } finally {
+    sqs?.destroy()
     await pool.end()
   }
 }
 
-async function run(pool: ReturnType<typeof createPool>, cmd: string, args: string[], io: Io): Promise<void> {
-  const [sub, project, ...more] = args
+type Ctx = { pool: ReturnType<typeof createPool>; signals: () => Signals | undefined }
+
+async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<number> {
+  const { pool } = ctx
   switch (cmd) {
     case 'migrate': {
+      if (parseCommand('migrate', args, {}).positionals.length) throw new UsageError('migrate: takes no arguments')
       const applied = await migrate(pool)
       io.out(applied.length ? `applied ${applied.join(', ')}` : 'nothing to apply')
-      return
+      return 0
     }
     case 'schema': {
+      const { values, positionals: [sub, project, ...more] } = parseCommand('schema', args, { yes: { type: 'boolean' } })
       if (!project) throw new UsageError('schema: missing <project>')
       if (sub === 'set') {
         const file = more[0]
         if (!file) throw new UsageError('schema set: missing <file.json>')
         const version = await storeSchema(pool, project, await readJson(file))
         io.out(`stored version ${version} of the actions schema of ${project}`)
-        return
+        return 0
       }
       if (sub === 'get') {
         const current = await getCurrentSchema(pool, project)
         if (!current) throw new Error(`unknown project "${project}"`)
         io.out(JSON.stringify({ version: current.version, schema: current.schema }, null, 2))
-        return
+        return 0
       }
       if (sub === 'delete') {
-        if (!more.includes('--yes')) throw new UsageError('schema delete: pending events of the project will fail; add --yes to confirm')
+        if (!values.yes) throw new UsageError('schema delete: pending events of the project will fail; add --yes to confirm')
         const removed = await deleteSchema(pool, project)
         if (removed === 0) throw new Error(`unknown project "${project}"`)
         io.out(`removed ${removed} version(s) of the actions schema of ${project}`)
-        return
+        return 0
       }
       throw new UsageError(`schema: unknown subcommand "${sub ?? ''}"`)
     }
-    case 'variables': {
-      if (!project) throw new UsageError('variables: missing <project>')
-      if (sub === 'set') return setVariablesCommand(pool, project, more, io)
-      if (sub === 'list') {
-        const vars = await fetchVariables(pool, project)
-        const show = more.includes('--show-values')
-        for (const [name, value] of [...vars].sort(([a], [b]) => a.localeCompare(b))) io.out(show ? `${name}=${value}` : name)
-        return
-      }
-      throw new UsageError(`variables: unknown subcommand "${sub ?? ''}"`)
-    }
+    case 'variables':
+      return variablesCommand(pool, args, io)
     case 'events':
-      return eventsCommand(pool, args, io)
+      return eventsCommand(ctx, args, io)
     default:
       throw new UsageError(`unknown command "${cmd}"`)
   }
 }
 
-async function setVariablesCommand(pool: ReturnType<typeof createPool>, project: string, args: string[], io: Io): Promise<void> {
-  let mode: VariablesMode = 'merge'
+const modeSchema = z.enum(['merge', 'set', 'append-only-missing']) satisfies z.ZodType<VariablesMode>
+/** Names the templates can substitute (DESIGN §4); any other name could never be used. */
+const VARIABLE_NAME = /^[A-Za-z0-9_]+$/
+
+async function variablesCommand(pool: Ctx['pool'], args: string[], io: Io): Promise<number> {
+  const { values, positionals: [sub, project, ...pairs] } = parseCommand('variables', args, {
+    mode: { type: 'string' }, 'show-values': { type: 'boolean' },
+  })
+  if (!project) throw new UsageError('variables: missing <project>')
+  if (sub === 'list') {
+    if (values.mode !== undefined || pairs.length) throw new UsageError('variables list: takes only <project> and --show-values')
+    const vars = await fetchVariables(pool, project)
+    for (const [name, value] of [...vars].sort(([a], [b]) => a.localeCompare(b))) io.out(values['show-values'] ? `${name}=${value}` : name)
+    return 0
+  }
+  if (sub !== 'set') throw new UsageError(`variables: unknown subcommand "${sub ?? ''}"`)
+  if (values['show-values']) throw new UsageError('variables set: --show-values applies to list only')
+  const parsedMode = modeSchema.safeParse(values.mode ?? 'merge')
+  if (!parsedMode.success) throw new UsageError('--mode: expected merge, set or append-only-missing')
+  const mode = parsedMode.data
   const vars: Record<string, string> = {}
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] ?? ''
-    if (arg === '--mode' || arg.startsWith('--mode=')) {
-      const value = arg === '--mode' ? args[++i] : arg.slice('--mode='.length)
-      const parsed = z.enum(['merge', 'set', 'append-only-missing']).safeParse(value)
-      if (!parsed.success) throw new UsageError('--mode: expected merge, set or append-only-missing')
-      mode = parsed.data
-      continue
-    }
+  pairs.forEach((arg, i) => {
     const eq = arg.indexOf('=')
     // The argument may hold a secret: name only its position, never its text.
     if (eq <= 0) throw new UsageError(`variables set: argument ${i + 1} is not NAME=VALUE`)
+    if (!VARIABLE_NAME.test(arg.slice(0, eq))) throw new UsageError(`variables set: argument ${i + 1}: a NAME has only letters, digits and _`)
     vars[arg.slice(0, eq)] = arg.slice(eq + 1)
-  }
-  if (Object.keys(vars).length === 0 && mode !== 'set') throw new UsageError('variables set: no NAME=VALUE given')
+  })
+  // Upstream's SET with no variables deletes them all; from a command line that is far more likely
+  // a forgotten argument than a wish, so it is refused.
+  if (pairs.length === 0) throw new UsageError(`variables set: no NAME=VALUE given${mode === 'set' ? ' (--mode set would delete every variable)' : ''}`)
   await setVariables(pool, project, vars, mode)
   io.out(`set ${Object.keys(vars).length} variable(s) of ${project} (mode ${mode})`)
+  return 0
+}
+
+/** The SDK client as lib/deps.ts builds it, from this command's environment, with bounded waits. */
+function sqsClient(env: NodeJS.ProcessEnv): SQSClient {
+  return new SQSClient({
+    region: env.AWS_REGION ?? 'us-east-1',
+    ...(env.AWS_ENDPOINT_URL_SQS ? { endpoint: env.AWS_ENDPOINT_URL_SQS } : {}),
+    ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } } : {}),
+    maxAttempts: 2,
+    requestHandler: SQS_TIMEOUTS,
+  })
+}
+
+/** One line for an error and its causes, by name and code only past the first (driver messages may quote input). */
+function describe(e: unknown): string {
+  if (!(e instanceof Error)) return String(e)
+  const causes: string[] = []
+  for (let c: unknown = e.cause; c instanceof Error && causes.length < 3; c = c.cause) {
+    const code = 'code' in c && typeof c.code === 'string' ? ` ${c.code}` : ''
+    causes.push(`${c.name}${code}`)
+  }
+  return `${e.name}: ${e.message}${causes.length ? ` (cause: ${causes.join(' ← ')})` : ''}`
 }
 
 async function readJson(file: string): Promise<unknown> {
   const text = await readFile(file, 'utf8')
   try {
     return JSON.parse(text)
-  } catch {
+  } catch (cause) {
     // The parser's message quotes the text around the error, and a schema file holds target URLs.
-    throw new Error(`${file} is not valid JSON`)
+    throw new Error(`${file} is not valid JSON`, { cause: new SyntaxError(cause instanceof Error ? cause.name : 'unparsable') })
   }
 }
-
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   process.exitCode = await main(process.argv.slice(2))

@@ -5,14 +5,33 @@ import type { Queryable } from './pool.js'
 export type Listing = 'failed' | 'processing' | 'due'
 
 const LISTINGS: Record<Listing, string> = {
-  failed: `state = 'failed' ORDER BY last_state_change DESC`,
+  // Upstream's failedEvents lists both: an event still retrying has failed at least once.
+  failed: `state IN ('failed', 'retrying') ORDER BY last_state_change DESC`,
   processing: `state = 'processing' AND visible_at > now() ORDER BY visible_at`,
   due: `state IN ('created', 'retrying', 'processing') AND visible_at <= now() ORDER BY priority DESC, visible_at`,
 }
 
-/** Lists a project's events of one kind, newest failures first, due events in claim order. */
-export async function listEvents(db: Queryable, project: string, listing: Listing, limit: number): Promise<EventRow[]> {
-  const { rows } = await db.query<EventRow>(`SELECT * FROM actions_event WHERE project = $1 AND ${LISTINGS[listing]} LIMIT $2`, [project, limit])
+/** One line of a listing: no payload, and only the start of the last error. */
+export type ListedEvent = Pick<EventRow, 'id' | 'state' | 'target' | 'trigger' | 'num_retries' | 'visible_at'> & {
+  /** The first characters of the last log entry's errorMessage, null when there is none. */
+  last_error: string | null
+  /** Its full length in characters. */
+  last_error_chars: number
+}
+
+/**
+ * Lists a project's events of one kind, newest failures first, due events in claim order. Payloads
+ * stay in the database and the last error is cut there to `errorChars`, so a listing stays small
+ * whatever receivers answered.
+ */
+export async function listEvents(db: Queryable, project: string, listing: Listing, limit: number, errorChars: number): Promise<ListedEvent[]> {
+  const { rows } = await db.query<ListedEvent>(
+    `SELECT id, state, target, trigger, num_retries, visible_at,
+            left(log -> -1 ->> 'errorMessage', $3) AS last_error,
+            coalesce(length(log -> -1 ->> 'errorMessage'), 0) AS last_error_chars
+     FROM actions_event WHERE project = $1 AND ${LISTINGS[listing]} LIMIT $2`,
+    [project, limit, errorChars],
+  )
   return rows
 }
 
@@ -24,18 +43,19 @@ export async function getEvent(db: Queryable, id: string): Promise<EventRow | un
 
 /**
  * Makes an event due now: back to `created` if it was never attempted, else `retrying`. Its attempt
- * count is kept, so a replayed event gets one more attempt (the upstream semantics); returns false
- * for an unknown id.
+ * count is kept, so a replayed event gets one more attempt (the upstream semantics). Returns the
+ * event's project (to be signalled), or undefined for an unknown id.
  */
-export async function retryEvent(db: Queryable, id: string): Promise<boolean> {
-  const { rowCount } = await db.query(
+export async function retryEvent(db: Queryable, id: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ project: string }>(
     `UPDATE actions_event SET
        state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
        visible_at = now(), resolved_at = NULL, last_state_change = now()
-     WHERE id = $1`,
+     WHERE id = $1
+     RETURNING project`,
     [id],
   )
-  return rowCount === 1
+  return rows[0]?.project
 }
 
 /** Stops an event for good (`stopped`, resolved now); returns false for an unknown id. */

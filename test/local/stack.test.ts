@@ -1,0 +1,68 @@
+// The local stack's HTTP edge and listeners: bad input gets a 4xx and a logged reason, never a 500,
+// and nothing listens beyond 127.0.0.1.
+import { readFile } from 'node:fs/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startLocalStack, type LocalStack } from '../../local/stack.js'
+import { freshDatabase } from '../helpers/db.js'
+import { captureLogs } from '../helpers/runtime.js'
+import { TX } from '../fixtures/schemas.js'
+
+let db: Awaited<ReturnType<typeof freshDatabase>>
+let stack: LocalStack
+let logs: ReturnType<typeof captureLogs>
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  logs = captureLogs()
+  stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn' }, port: 0, sweepIntervalMs: 3_600_000 })
+})
+afterAll(async () => {
+  await stack.stop()
+  logs.restore()
+  await db.drop()
+})
+
+async function send(method: string, path: string, body?: string | Uint8Array): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(stack.url + path, { method, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(20_000) })
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> }
+}
+
+describe('the local stack\'s HTTP endpoint', () => {
+  it('answers bad requests with a 4xx and logs the reason without quoting the body', async () => {
+    const secret = 'https://hooks.example/SECRET-TOKEN'
+    const cases: Array<[string, string, string | Uint8Array | undefined, number]> = [
+      ['POST', '/enqueue', `{"project": "p", "url": "${secret}" oops`, 400],
+      ['PUT', '/schema/p', `{"targets": {"t": {"url": "${secret}"`, 400],
+      ['PUT', '/schema/p', JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: secret, timeoutMs: -1 } }, triggers: {} }), 400],
+      ['POST', '/enqueue', JSON.stringify({ project: 'nobody', transactionId: TX, events: [{ trigger: secret, payload: {} }] }), 400],
+      ['POST', '/enqueue', new Uint8Array(6 * 1024 * 1024 + 1).fill(32), 413],
+      ['GET', '/events/%E0%A4%A', undefined, 400],
+      ['GET', '/events/a%00b', undefined, 400],
+      ['GET', '/nowhere', undefined, 404],
+      ['DELETE', '/enqueue', undefined, 404],
+    ]
+    for (const [method, path, body, status] of cases) {
+      logs.lines.length = 0
+      const res = await send(method, path, body)
+      expect(res.status, `${method} ${path}`).toBe(status)
+      const warned = logs.records().filter(r => r.msg === 'Refused a local request')
+      expect(warned, `${method} ${path}`).toHaveLength(1)
+      expect(warned[0]).toMatchObject({ level: 'warn', status })
+      expect(typeof warned[0]?.reason).toBe('string')
+      expect(logs.lines.join('\n')).not.toContain('SECRET-TOKEN')
+    }
+    expect(logs.records().filter(r => r.level === 'error')).toEqual([])
+  })
+
+  it('listens, and lets its SQS emulator listen, on 127.0.0.1 only', async () => {
+    // /proc/net/tcp lists listening sockets (state 0A) with their local address; 0100007F is 127.0.0.1.
+    const table = await readFile('/proc/net/tcp', 'utf8').catch(() => '')
+    const listening = table.split('\n').slice(1).map(l => l.trim().split(/\s+/)).filter(f => f[3] === '0A').map(f => f[1] ?? '')
+    for (const url of [stack.url, stack.sqsEndpoint ?? '']) {
+      const port = Number(new URL(url).port).toString(16).toUpperCase().padStart(4, '0')
+      const own = listening.filter(local => local.endsWith(`:${port}`))
+      expect(own, url).toEqual([`0100007F:${port}`])
+    }
+    expect(stack.sqsEndpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+  })
+})
