@@ -16,6 +16,8 @@ export type BenchOptions = {
   scaleProjects: number[]
   /** The target batch size of the scale-out rows. */
   scaleBatch: number
+  /** Overrides serverless.yml's batching window for the latency runs (ms; 0 = none), for experiments. */
+  batchWindowMs?: number
   only?: Set<string>
   quick: boolean
 }
@@ -59,6 +61,7 @@ export function benchOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     scaleProcesses: list('BENCH_SCALE_PROCESSES', env.BENCH_SCALE_PROCESSES, [1, 2, 4]),
     scaleProjects: list('BENCH_SCALE_PROJECTS', env.BENCH_SCALE_PROJECTS, [1, 4]),
     scaleBatch: positive('BENCH_SCALE_BATCH', env.BENCH_SCALE_BATCH, 1),
+    ...(env.BENCH_BATCH_WINDOW_MS ? { batchWindowMs: nonNegative('BENCH_BATCH_WINDOW_MS', env.BENCH_BATCH_WINDOW_MS) } : {}),
     ...(only ? { only: new Set(only.split(',').map(s => s.trim()).filter(Boolean)) } : {}),
   }
 }
@@ -67,6 +70,12 @@ function positive(name: string, raw: string | undefined, fallback: number): numb
   if (raw === undefined || raw === '') return fallback
   const n = Number(raw)
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer`)
+  return n
+}
+
+function nonNegative(name: string, raw: string): number {
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a whole number >= 0`)
   return n
 }
 

@@ -54,7 +54,9 @@ async function main(): Promise<void> {
     const admin = new pg.Client({ connectionString: server.adminUrl })
     await admin.connect()
     cleanups.push(() => admin.end())
-    const source = deployedEventSource()
+    // BENCH_BATCH_WINDOW_MS overrides the deployed window, to see what the window itself costs.
+    const deployed = deployedEventSource()
+    const source = opts.batchWindowMs === undefined ? deployed : { ...deployed, batchingWindowMs: opts.batchWindowMs }
     log(`Postgres ${server.version} (${server.source}), receiver ${receiver.url}, N=${opts.n}, rounds=${opts.rounds}${opts.quick ? ' (quick)' : ''}`)
 
     let scale: ScaleBench | undefined
