@@ -3,13 +3,13 @@ import type { SQSClient } from '@aws-sdk/client-sqs'
 import pg from 'pg'
 import { loadConfig, type Config } from '../lib/config.js'
 import { migrate } from '../lib/db/migrate.js'
-import { countStatements } from '../lib/db/pool.js'
 import { storeSchema } from '../lib/db/schemas.js'
 import { closeDeps, createDeps, type Deps } from '../lib/deps.js'
 import { drainProject } from '../lib/dispatch/drain.js'
 import { enqueue, type EnqueueRequest } from '../lib/enqueue.js'
 import { now } from './clock.js'
 import { articlePayload } from './jobs.js'
+import { countStatements } from './statements.js'
 import { timedDelivery, type RunResult, type TimedContext } from './timed.js'
 
 /** The projects the bench stores schemas for: one webhook target each, at the given batch size. */
@@ -23,8 +23,10 @@ const PREPARE_REQUEST_EVENTS = 5_000
 export type ActionsBench = {
   deps: Deps
   config: Config
-  /** Statements sent through deps.db (lib/db/pool.ts countStatements). */
+  /** Statements sent through deps.db (bench/statements.ts). */
   statements: { reset(): void; count(): number }
+  /** Stores a project with one webhook target to the receiver at `batchSize`. */
+  storeProject(projectName: string, batchSize: number): Promise<void>
   /** Empties the event table (through a pool of its own, so nothing of it is counted). */
   truncate(): Promise<void>
   /** Counts events of a project by state (uncounted pool). */
@@ -45,12 +47,13 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
   await migrate(deps.db)
   const statements = countStatements(deps.db)
   const check = new pg.Pool({ connectionString: url, max: 1 })
-  for (const batchSize of BATCH_SIZES) {
-    await storeSchema(deps.db, project(batchSize), {
+  const storeProject = async (projectName: string, batchSize: number) => {
+    await storeSchema(deps.db, projectName, {
       targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl, batchSize } },
       triggers: { [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false } },
     })
   }
+  for (const batchSize of BATCH_SIZES) await storeProject(project(batchSize), batchSize)
 
   const truncate = async () => { await check.query('TRUNCATE actions_event') }
   const countByState = async (projectName: string, state: string) => {
@@ -67,7 +70,7 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
   }
 
   return {
-    deps, config, statements, truncate, countByState, prepare,
+    deps, config, statements, storeProject, truncate, countByState, prepare,
     deliver: async (batchSize, n) => {
       await truncate()
       await prepare(project(batchSize), n)

@@ -1,8 +1,12 @@
 import { readdir, readFile } from 'node:fs/promises'
 import type pg from 'pg'
 
-/** CPU used during one measured section, as a share of one core (100 = one core busy throughout). */
-export type CpuShare = { bench: number; receiver: number; postgres: number; machine: number }
+/**
+ * CPU used during one measured section, as a share of one core (100 = one core busy throughout);
+ * `bench` includes the dispatch child processes of the scale-out rows. `postgresMs` is Postgres' CPU
+ * time in ms, unrounded, for CPU per event.
+ */
+export type CpuShare = { bench: number; receiver: number; postgres: number; machine: number; postgresMs: number }
 
 type Snapshot = { at: number; benchMicros: number; receiverMicros: number; pgTicks: Map<number, number>; machineBusy: number }
 
@@ -15,11 +19,11 @@ const TICK_MS = 10
  * that load from anything else on the box shows as the difference. Reads /proc; on other systems the
  * Postgres and machine shares are reported as 0.
  */
-export function createCpuMeter(admin: pg.Client, database: string, receiverMicros: () => Promise<number>) {
+export function createCpuMeter(admin: pg.Client, database: string, receiverMicros: () => Promise<number>, childMicros: () => Promise<number> = async () => 0) {
   const snapshot = async (): Promise<Snapshot> => {
     const usage = process.cpuUsage()
-    const [receiver, pgTicks, machineBusy] = await Promise.all([receiverMicros(), postgresTicks(), machineBusyTicks()])
-    return { at: performance.now(), benchMicros: usage.user + usage.system, receiverMicros: receiver, pgTicks, machineBusy }
+    const [receiver, children, pgTicks, machineBusy] = await Promise.all([receiverMicros(), childMicros(), postgresTicks(), machineBusyTicks()])
+    return { at: performance.now(), benchMicros: usage.user + usage.system + children, receiverMicros: receiver, pgTicks, machineBusy }
   }
   return {
     start: snapshot,
@@ -38,6 +42,7 @@ export function createCpuMeter(admin: pg.Client, database: string, receiverMicro
         receiver: share((end.receiverMicros - start.receiverMicros) / 1000),
         postgres: share(pgTicksUsed * TICK_MS),
         machine: share((end.machineBusy - start.machineBusy) * TICK_MS),
+        postgresMs: pgTicksUsed * TICK_MS,
       }
     },
   }

@@ -1,6 +1,7 @@
 import { Logger, makeWorkerUtils, run, type RunnerOptions } from 'graphile-worker'
 import pg from 'pg'
-import { countStatements, createPool } from '../lib/db/pool.js'
+import { createPool } from '../lib/db/pool.js'
+import { countStatements } from './statements.js'
 import { createPoster, eventJob } from './jobs.js'
 import { pollUntil, timedDelivery, type RunResult, type TimedContext } from './timed.js'
 

@@ -1,12 +1,15 @@
-import { DeleteMessageBatchCommand, ReceiveMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs'
-import type { Context, SQSRecord } from 'aws-lambda'
+import { SQSClient, type Message } from '@aws-sdk/client-sqs'
 import type { FauxqsServer } from 'fauxqs'
 import { createHandler } from '../functions/dispatch.js'
 import { enqueue } from '../lib/enqueue.js'
-import { createCounterPusher } from '../lib/metrics-push.js'
+import { createRuntime } from '../lib/lambda.js'
+import type { Logger } from '../lib/log.js'
 import { createSignals } from '../lib/signals.js'
+import { lambdaContext } from '../local/lambda.js'
+import { startPoller } from '../local/poller.js'
 import { project, request, type ActionsBench } from './actions.js'
 import { now } from './clock.js'
+import type { EventSource } from './deployment.js'
 import { articlePayload } from './jobs.js'
 import { DeadlineError } from './receiverProcess.js'
 import { percentile } from './stats.js'
@@ -20,57 +23,47 @@ export type LatencyOptions = {
   seconds: number
   /** Events per enqueue request (a transaction's worth); requests go out every perRequest / rate seconds. */
   perRequest: number
-  /** Emulated event-source batching window: a poller keeps collecting up to 10 signals for this long. */
-  batchWindowMs: number
+  /** The deployed event source: batching window, batch size, concurrency, timeout. */
+  source: EventSource
 }
 
-// The deployed dispatch function's timeout (serverless.yml dispatchTimeout); each invocation's clock starts here.
-const INVOCATION_MS = 120_000
-const SQS_BATCH = 10
+/** How often a batching window looks for more signals while it is open (short polls): fine against a 1 s window, and few enough receives (4 pollers × 20/s) that the emulator, which runs in the bench process, does not eat the handler's CPU. */
+const WINDOW_POLL_MS = 50
 
 let queues = 0
 
 /**
  * Enqueue-to-delivery latency at a steady rate, through the deployed path: `enqueue` sends a signal per
- * request to an in-process SQS emulator; DISPATCH_MAX_CONCURRENCY pollers feed the signals to the dispatch
- * handler (functions/dispatch.ts) as the Lambda event source would, and delete what it did not report failed.
- * Each event carries its enqueue time in `values.t`; the receiver subtracts it from the arrival time.
+ * request to the SQS emulator; the local stack's poller (local/poller.ts) feeds them to the dispatch
+ * handler (functions/dispatch.ts) as the Lambda event source does, with the deployment's batch size,
+ * concurrency and batching window. Each event carries its enqueue time in `values.t`; the receiver
+ * subtracts it from the arrival time.
  */
-export async function measureLatency(actions: ActionsBench, server: FauxqsServer, sqs: SQSClient, ctx: TimedContext, opts: LatencyOptions): Promise<LatencyResult> {
+export async function measureLatency(actions: ActionsBench, server: FauxqsServer, ctx: TimedContext, opts: LatencyOptions): Promise<LatencyResult> {
   await actions.truncate()
   const { queueUrl } = server.createQueue(`bench-latency-${++queues}`)
+  const endpoint = `http://127.0.0.1:${server.port}`
+  const credentials = { accessKeyId: 'test', secretAccessKey: 'test' }
   // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
-  const deps = { ...actions.deps, signals: createSignals(sqs, queueUrl) }
-  const runtime = { deps, pusher: createCounterPusher(actions.config, deps.metrics, deps.log) }
-  const handler = createHandler(() => runtime)
+  const signalClient = new SQSClient({ endpoint, region: 'us-east-1', credentials })
+  const deps = { ...actions.deps, signals: createSignals(signalClient, queueUrl) }
+  const handler = createHandler(() => createRuntime(deps))
   const requests = Math.max(1, Math.round((opts.rate * opts.seconds) / opts.perRequest))
   const events = requests * opts.perRequest
   const intervalMs = (opts.perRequest / opts.rate) * 1000
   await ctx.receiver.reset(events)
 
-  let stopping = false
-  let handlerErrors = 0
-  const poll = async () => {
-    while (!stopping) {
-      const messages = await receiveBatch(sqs, queueUrl, opts.batchWindowMs, () => stopping)
-      if (messages.length === 0) continue
-      let failed = new Set<string>()
-      try {
-        const res: unknown = await handler({ Records: messages.map(toRecord) }, lambdaContext(INVOCATION_MS))
-        failed = failedIds(res)
-      } catch {
-        // A failed invocation leaves its messages to reappear, as Lambda does.
-        handlerErrors++
-        continue
-      }
-      const done = messages.filter(m => m.MessageId && !failed.has(m.MessageId))
-      if (done.length) {
-        await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle })) }))
-      }
-    }
-  }
-  let pollerError: unknown
-  const pollers = Array.from({ length: actions.config.DISPATCH_MAX_CONCURRENCY }, () => poll().catch(e => { pollerError ??= e }))
+  // The poller's client gathers like the event source: its receives wait out the batching window.
+  const pollerClient = new SQSClient({ endpoint, region: 'us-east-1', credentials })
+  withBatchingWindow(pollerClient, opts.source.batchSize, opts.source.batchingWindowMs)
+  let pollerProblems = 0
+  // The poller's warnings (a failed receive, a crashed invocation) are counted into the run's note.
+  const quietLog: Logger = { debug: () => {}, info: () => {}, warn: () => { pollerProblems++ }, error: () => { pollerProblems++ }, child: () => quietLog }
+  const poller = startPoller({
+    sqs: pollerClient, queueUrl, queueArn: `arn:aws:sqs:us-east-1:000000000000:bench-latency-${queues}`,
+    batchSize: opts.source.batchSize, concurrency: opts.source.maximumConcurrency, timeoutMs: opts.source.timeoutMs,
+    invoke: handler, context: () => lambdaContext('bench-dispatch', opts.source.timeoutMs), log: quietLog,
+  })
 
   const cpuStart = await ctx.cpu.start()
   const t0 = now()
@@ -96,12 +89,12 @@ export async function measureLatency(actions: ActionsBench, server: FauxqsServer
     note = error instanceof DeadlineError ? error.message : String(error)
   }
   const cpu = await ctx.cpu.stop(cpuStart)
-  stopping = true
-  await Promise.all(pollers)
+  await poller.stop()
+  pollerClient.destroy()
+  signalClient.destroy()
   const counts = await ctx.receiver.counts({ latencies: true })
   const latencies = (counts.latencies ?? []).sort((a, b) => a - b)
-  if (pollerError) note = [note, `a poller failed: ${pollerError instanceof Error ? pollerError.message : String(pollerError)}`].filter(Boolean).join('; ')
-  if (enqueueErrors || handlerErrors) note = [note, `${enqueueErrors} enqueue errors, ${handlerErrors} handler errors`].filter(Boolean).join('; ')
+  if (enqueueErrors || pollerProblems) note = [note, `${enqueueErrors} enqueue errors, ${pollerProblems} poller warnings`].filter(Boolean).join('; ')
   return {
     events,
     seconds: (end - t0) / 1000,
@@ -117,59 +110,25 @@ export async function measureLatency(actions: ActionsBench, server: FauxqsServer
   }
 }
 
-/** Up to ten messages: returns as soon as one arrives, or, with a batching window, when ten have or the window closed. */
-async function receiveBatch(sqs: SQSClient, queueUrl: string, windowMs: number, stopping: () => boolean): Promise<Message[]> {
-  const out: Message[] = []
-  const windowEnd = Date.now() + windowMs
-  while (out.length < SQS_BATCH && !stopping()) {
-    const waitSeconds = out.length === 0 ? 1 : Math.max(0, Math.ceil((windowEnd - Date.now()) / 1000))
-    const res = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: SQS_BATCH - out.length, WaitTimeSeconds: Math.min(1, waitSeconds) }))
-    out.push(...(res.Messages ?? []))
-    if (out.length > 0 && Date.now() >= windowEnd) break
-    // Without a window the first non-empty receive is the batch (the event source's default).
-    if (out.length > 0 && windowMs === 0) break
-  }
-  return out
-}
-
-function toRecord(m: Message): SQSRecord {
-  return {
-    messageId: m.MessageId ?? '',
-    receiptHandle: m.ReceiptHandle ?? '',
-    body: m.Body ?? '',
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: String(Date.now()), SenderId: 'bench', ApproximateFirstReceiveTimestamp: String(Date.now()) },
-    messageAttributes: {},
-    md5OfBody: m.MD5OfBody ?? '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:bench-latency',
-    awsRegion: 'us-east-1',
-  }
-}
-
-function lambdaContext(timeoutMs: number): Context {
-  const deadline = Date.now() + timeoutMs
-  return {
-    callbackWaitsForEmptyEventLoop: false,
-    functionName: 'bench-dispatch',
-    functionVersion: '$LATEST',
-    invokedFunctionArn: 'arn:aws:lambda:us-east-1:000000000000:function:bench-dispatch',
-    memoryLimitInMB: '512',
-    awsRequestId: 'bench',
-    logGroupName: '/aws/lambda/bench-dispatch',
-    logStreamName: 'bench',
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  }
-}
-
-/** Message ids the handler reported failed (ReportBatchItemFailures). */
-function failedIds(res: unknown): Set<string> {
-  const out = new Set<string>()
-  if (typeof res !== 'object' || res === null || !('batchItemFailures' in res) || !Array.isArray(res.batchItemFailures)) return out
-  for (const f of res.batchItemFailures) {
-    if (typeof f === 'object' && f !== null && 'itemIdentifier' in f && typeof f.itemIdentifier === 'string') out.add(f.itemIdentifier)
-  }
-  return out
+/**
+ * Makes the client's ReceiveMessage gather as Lambda's SQS event source does with a batching window:
+ * once a receive returns a first signal, it keeps receiving (short polls) until `batchSize` signals
+ * are in hand or `windowMs` has passed since that first one. A window of 0 leaves the client as is.
+ */
+export function withBatchingWindow(sqs: SQSClient, batchSize: number, windowMs: number): void {
+  if (windowMs <= 0) return
+  sqs.middlewareStack.add((next, context) => async args => {
+    const first = await next(args)
+    const input = args.input
+    if (context.commandName !== 'ReceiveMessageCommand' || !('MaxNumberOfMessages' in input)) return first
+    const messages: Message[] = 'Messages' in first.output ? [...(first.output.Messages ?? [])] : []
+    if (messages.length === 0) return first
+    const windowEnd = Date.now() + windowMs
+    while (messages.length < batchSize && Date.now() < windowEnd) {
+      await new Promise(resolve => setTimeout(resolve, Math.min(WINDOW_POLL_MS, windowEnd - Date.now())))
+      const more = await next({ ...args, input: { ...input, MaxNumberOfMessages: batchSize - messages.length, WaitTimeSeconds: 0 } })
+      if ('Messages' in more.output) messages.push(...(more.output.Messages ?? []))
+    }
+    return { ...first, output: { ...first.output, Messages: messages } }
+  }, { step: 'initialize', name: 'benchBatchingWindow' })
 }

@@ -11,15 +11,12 @@ export type PgBossMode = { label: string; workers: number; batchSize: number }
  * pg-boss 10 has no teamSize: one `work()` call is one loop that fetches a batch, awaits the handler, and
  * then sleeps out the rest of the polling interval (0.5 s at least) even when more jobs wait. Eight
  * workers, each POSTing its batch one job at a time, give 8 requests in flight, and throughput is capped
- * at workers × batchSize / 0.5 s until the batches are large enough to outlast the interval. Two modes:
- * batchSize 100 (a common setting, interval-bound) and 1000 (the best of 25 to 2500 on this machine).
- * BENCH_PGBOSS_BATCH=25,50,... runs other sizes instead.
+ * at workers × batchSize / 0.5 s until the batches are large enough to outlast the interval. The bench
+ * runs several batch sizes (bench/options.ts: 250, 1000, 2500; BENCH_PGBOSS_BATCH to change) and compares
+ * with the best of them in that run.
  */
-export const PGBOSS_MODES: PgBossMode[] = (process.env.BENCH_PGBOSS_BATCH ?? '100,1000').split(',').map(s => {
-  const batchSize = Number(s)
-  if (!Number.isInteger(batchSize) || batchSize <= 0) throw new Error('BENCH_PGBOSS_BATCH must list positive integers')
-  return { label: `8 workers, batchSize ${batchSize}`, workers: 8, batchSize }
-})
+export const pgbossModes = (batchSizes: readonly number[]): PgBossMode[] =>
+  batchSizes.map(batchSize => ({ label: `8 workers, batchSize ${batchSize}`, workers: 8, batchSize }))
 
 const POLL_SECONDS = 0.5
 const INSERT_CHUNK = 5_000

@@ -55,15 +55,20 @@ async function main(): Promise<void> {
       const profiler = size === n ? await startProfiler() : undefined
       const waits = sampleWaits(admin, dbName)
       const cpuStart = await cpu.start()
+      const elu0 = performance.eventLoopUtilization()
       const t0 = now()
       const result = await drainProject(actions.deps, project(batchSize), { remainingMs: () => Infinity, onBatch: b => { posts.push(b.durationMs) } })
       const seconds = (now() - t0) / 1000
-      await profiler?.()
+      const elu = performance.eventLoopUtilization(elu0)
+      const cpuProfile = await profiler?.()
       const waited = await waits.stop()
       const share = await cpu.stop(cpuStart)
       if (size !== n) continue
       console.log(`batchSize ${batchSize}: ${result.succeeded} delivered in ${seconds.toFixed(2)} s = ${Math.round(result.succeeded / seconds)}/s, ${result.batches} batches`)
       console.log(`CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`)
+      // The dispatcher's event loop: busy running JavaScript (and callbacks), or idle waiting for I/O.
+      console.log(`Dispatcher event loop busy ${Math.round(elu.utilization * 100)}% of the drain (idle = waiting for Postgres or the receiver)`)
+      if (cpuProfile) summarize(cpuProfile)
       describe(timings, t0, seconds * 1000)
       const sorted = posts.sort((a, b) => a - b)
       console.log(`Sampled backends of ${dbName} every ~5 ms (${waited.samples} samples), active statements by wait event:`)
@@ -92,7 +97,7 @@ function sampleWaits(admin: pg.Client, database: string) {
          FROM pg_stat_activity WHERE datname = $1 AND state = 'active'`, [database])
       samples++
       for (const r of rows) {
-        const key = `${r.w.padEnd(28)} ${r.q.includes('WITH cfg') ? 'claim' : r.q.includes('unnest($1::uuid') ? 'record' : r.q}`
+        const key = `${r.w.padEnd(28)} ${r.q.includes('WITH cfg') ? 'claim' : r.q.startsWith('UPDATE actions_event e SET num') ? 'record' : r.q}`
         counts.set(key, (counts.get(key) ?? 0) + 1)
       }
       await new Promise(resolve => setTimeout(resolve, 5))
@@ -107,8 +112,42 @@ function sampleWaits(admin: pg.Client, database: string) {
   }
 }
 
-/** Starts the V8 profiler when PROFILE_CPU names an output file; the returned function stops it and writes the file. */
-async function startProfiler(): Promise<(() => Promise<void>) | undefined> {
+type ProfileNode = { id: number; callFrame: { functionName: string; url: string }; children?: number[] }
+type CpuProfile = { nodes: ProfileNode[]; samples?: number[]; timeDeltas?: number[] }
+
+/** Self time of the profiled drain by where the code lives, and the heaviest functions. */
+function summarize(profile: CpuProfile): void {
+  const byId = new Map(profile.nodes.map(n => [n.id, n]))
+  const self = new Map<number, number>()
+  const samples = profile.samples ?? []
+  samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas?.[i] ?? 0)))
+  const total = [...self.values()].reduce((a, b) => a + b, 0)
+  const area = (n: ProfileNode) => {
+    const { functionName: f, url } = n.callFrame
+    if (f.startsWith('(')) return f
+    if (url.includes('/node_modules/')) return url.replace(/.*\/node_modules\/((@[^/]+\/)?[^/]+).*/, '$1')
+    if (url.includes('/lib/')) return 'lib/ (Actions)'
+    if (url.startsWith('node:')) return 'node: internals'
+    return url === '' ? 'native' : 'other'
+  }
+  const areas = new Map<string, number>()
+  const fns = new Map<string, number>()
+  for (const [id, us] of self) {
+    const n = byId.get(id)
+    if (!n) continue
+    areas.set(area(n), (areas.get(area(n)) ?? 0) + us)
+    const name = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/.*\/(node_modules|lib)\//, '$1/')}`
+    fns.set(name, (fns.get(name) ?? 0) + us)
+  }
+  const pct = (us: number) => `${((us / total) * 100).toFixed(1).padStart(5)}%`
+  console.log('V8 profile of the drain, self time by area (of the profiled wall time):')
+  for (const [k, v] of [...areas].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`  ${pct(v)}  ${k}`)
+  console.log('Heaviest functions (self time):')
+  for (const [k, v] of [...fns].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${pct(v)}  ${k}`)
+}
+
+/** Starts the V8 profiler when PROFILE_CPU names an output file; the returned function stops it, writes the file and returns the profile. */
+async function startProfiler(): Promise<(() => Promise<CpuProfile>) | undefined> {
   const file = process.env.PROFILE_CPU
   if (!file) return undefined
   const session = new Session()
@@ -119,6 +158,7 @@ async function startProfiler(): Promise<(() => Promise<void>) | undefined> {
     const { profile } = await session.post('Profiler.stop')
     await writeFile(file, JSON.stringify(profile))
     session.disconnect()
+    return profile
   }
 }
 
@@ -133,7 +173,9 @@ function instrument(pool: pg.Pool, out: Timing[]): void {
     Object.defineProperty(client, 'query', {
       configurable: true,
       value: (...args: unknown[]): unknown => {
-        const text = typeof args[0] === 'string' ? args[0] : ''
+        // Prepared statements come as a config object ({ name, text, values }), plain ones as text.
+        const first = args[0]
+        const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first && typeof first.text === 'string' ? first.text : ''
         const start = now()
         const done = (r: unknown) => {
           const rows = typeof r === 'object' && r !== null && 'rowCount' in r && typeof r.rowCount === 'number' ? r.rowCount : 0
@@ -157,12 +199,13 @@ function instrument(pool: pg.Pool, out: Timing[]): void {
 
 function classify(sql: string): string {
   if (sql.includes('WITH cfg AS')) return 'claim'
-  if (sql.includes('FROM unnest($1::uuid[], $2::timestamptz[]')) return 'record'
+  if (sql.includes('FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[]')) return 'record'
+  if (sql.includes('FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)')) return 'release'
   return 'other'
 }
 
 function describe(timings: Timing[], t0: number, totalMs: number): void {
-  for (const kind of ['claim', 'record', 'other']) {
+  for (const kind of ['claim', 'record', 'release', 'other']) {
     const ts = timings.filter(t => t.kind === kind)
     if (!ts.length) continue
     const ms = ts.map(t => t.ms).sort((a, b) => a - b)

@@ -1,11 +1,10 @@
 /**
- * `npm run bench`: Actions' dispatch against graphile-worker and pg-boss on this machine, plus Actions'
- * enqueue throughput and enqueue-to-delivery latency. See bench/README.md for what each row means.
+ * `npm run bench`: Actions' dispatch against graphile-worker and pg-boss on this machine, the ceiling of
+ * one process, scale-out over several dispatch processes, Actions' enqueue throughput, and
+ * enqueue-to-delivery latency under load, then the targets with PASS/FAIL. See bench/README.md.
  *
- * Environment: BENCH_N (events per run, default 20000), BENCH_ROUNDS (default 3), BENCH_DEADLINE_MS
- * (per run, default 120000), BENCH_LATENCY_RATE (events/s, default 500), BENCH_LATENCY_SECONDS,
- * BENCH_BATCH_WINDOW_MS (emulated SQS batching window, default 0), BENCH_ONLY (comma-separated
- * scenario keys), DATABASE_URL (else 127.0.0.1:5432, else an embedded Postgres).
+ * `npm run bench -- --quick` is a smoke run; flags and BENCH_* variables are in bench/options.ts.
+ * DATABASE_URL names the server (else 127.0.0.1:5432, else an embedded Postgres).
  */
 import './quiet.js'
 import { cpus, totalmem } from 'node:os'
@@ -13,34 +12,34 @@ import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
 import pg from 'pg'
 import { setupActions } from './actions.js'
+import { BARE_LABEL, setupBareClient } from './bare.js'
 import { createCpuMeter } from './cpu.js'
-import { setupBareClient } from './bare.js'
+import { deployedEventSource } from './deployment.js'
 import { GRAPHILE_MODES, setupGraphile } from './graphile.js'
 import { measureLatency, type LatencyResult } from './latency.js'
-import { PGBOSS_MODES, setupPgBoss } from './pgboss.js'
+import { benchOptions } from './options.js'
+import { pgbossModes, setupPgBoss } from './pgboss.js'
 import { startPostgres } from './postgres.js'
 import { startReceiverProcess } from './receiverProcess.js'
 import { report, type Scenario } from './report.js'
+import { setupScale, type ScaleBench } from './scale.js'
 import type { RunResult, TimedContext } from './timed.js'
 
-const N = envInt('BENCH_N', 20_000)
-const ROUNDS = envInt('BENCH_ROUNDS', 3)
-const DEADLINE_MS = envInt('BENCH_DEADLINE_MS', 120_000)
-const LATENCY_RATE = envInt('BENCH_LATENCY_RATE', 500)
-// 10 s at full size; a smoke run (small BENCH_N) shortens it in proportion, to 2 s at least.
-const LATENCY_SECONDS = envInt('BENCH_LATENCY_SECONDS', Math.max(2, Math.min(10, Math.round(N / 2_000))))
-const BATCH_WINDOW_MS = envInt('BENCH_BATCH_WINDOW_MS', 0)
-const ONLY = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map(s => s.trim())) : undefined
 // One short untimed pass per scenario first: JIT, connection pools and keep-alive sockets warm up.
-const WARMUP_N = Math.min(1_000, N)
+const WARMUP_N = 1_000
 const ENQUEUE_PER_REQUEST = 100
 const ENQUEUE_CONCURRENCY = 8
+const LATENCY_PER_REQUEST = 10
+
+type Runnable = Scenario & { run: (n: number) => Promise<RunResult | LatencyResult> }
 
 async function main(): Promise<void> {
+  const opts = benchOptions(process.argv.slice(2), process.env)
   const started = Date.now()
+  const wants = (prefix: string) => !opts.only || [...opts.only].some(k => k.startsWith(prefix))
   const cleanups: Array<() => Promise<unknown>> = []
   const cleanup = async () => { for (const c of cleanups.splice(0).reverse()) await c().catch(e => log(`cleanup failed: ${String(e)}`)) }
-  // An interrupted bench still drops its databases and stops its receiver.
+  // An interrupted bench still drops its databases and stops its child processes.
   process.once('SIGINT', () => { void cleanup().finally(() => process.exit(130)) })
   try {
     const server = await startPostgres()
@@ -49,53 +48,90 @@ async function main(): Promise<void> {
     cleanups.push(() => receiver.stop())
     const fauxqs = await startFauxqs({ port: 0, logger: false })
     cleanups.push(() => fauxqs.stop())
-    const sqs = new SQSClient({ endpoint: `http://127.0.0.1:${fauxqs.port}`, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
+    const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`
+    const sqs = new SQSClient({ endpoint: sqsEndpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
     cleanups.push(async () => { sqs.destroy() })
     const admin = new pg.Client({ connectionString: server.adminUrl })
     await admin.connect()
     cleanups.push(() => admin.end())
-    log(`Postgres ${server.version} (${server.source}), receiver ${receiver.url}, N=${N}, rounds=${ROUNDS}`)
+    // BENCH_BATCH_WINDOW_MS overrides the deployed window, to see what the window itself costs.
+    const deployed = deployedEventSource()
+    const source = opts.batchWindowMs === undefined ? deployed : { ...deployed, batchingWindowMs: opts.batchWindowMs }
+    log(`Postgres ${server.version} (${server.source}), receiver ${receiver.url}, N=${opts.n}, rounds=${opts.rounds}${opts.quick ? ' (quick)' : ''}`)
 
+    let scale: ScaleBench | undefined
     const ctxFor = (database: string): TimedContext => ({
       receiver,
-      cpu: createCpuMeter(admin, database, async () => (await receiver.counts()).cpuMicros),
-      deadlineMs: DEADLINE_MS,
+      // The scale-out rows' dispatch processes count as the bench's CPU (0 while they idle).
+      cpu: createCpuMeter(admin, database, async () => (await receiver.counts()).cpuMicros, async () => (scale ? scale.cpuMicros() : 0)),
+      deadlineMs: opts.deadlineMs,
     })
     const db = { actions: 'bench_actions', graphile: 'bench_graphile', pgboss: 'bench_pgboss' }
-    const actions = await setupActions(await server.freshDatabase(db.actions), receiver.url, sqs, fauxqs.createQueue('bench-signals').queueUrl, ctxFor(db.actions))
+    const actionsUrl = await server.freshDatabase(db.actions)
+    const signalQueue = fauxqs.createQueue('bench-signals').queueUrl
+    const actions = await setupActions(actionsUrl, receiver.url, sqs, signalQueue, ctxFor(db.actions))
     cleanups.push(() => actions.close())
-    const graphile = await setupGraphile(await server.freshDatabase(db.graphile), receiver.url, ctxFor(db.graphile))
-    cleanups.push(() => graphile.close())
-    const boss = await setupPgBoss(await server.freshDatabase(db.pgboss), receiver.url, ctxFor(db.pgboss))
-    cleanups.push(() => boss.close())
-    const bare = setupBareClient(receiver.url, ctxFor(db.actions))
-    cleanups.push(() => bare.close())
 
-    const latencyOpts = { rate: LATENCY_RATE, seconds: LATENCY_SECONDS, perRequest: 10, batchWindowMs: BATCH_WINDOW_MS }
-    const all: Array<Scenario & { run: (n: number) => Promise<RunResult | LatencyResult> }> = [
+    const all: Runnable[] = [
       { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery', run: n => actions.deliver(1, n) },
       { key: 'actions-b50', contender: 'Actions', scenario: 'drainProject, batchSize 50', kind: 'delivery', run: n => actions.deliver(50, n) },
-      ...GRAPHILE_MODES.map((mode, i) => ({ key: `graphile-${i + 1}`, contender: 'graphile-worker', scenario: mode.label, kind: 'delivery' as const, run: (n: number) => graphile.deliver(mode, n) })),
-      ...PGBOSS_MODES.map((mode, i) => ({ key: `pgboss-${i + 1}`, contender: 'pg-boss', scenario: mode.label, kind: 'delivery' as const, run: (n: number) => boss.deliver(mode, n) })),
-      { key: 'bare', contender: 'bare client', scenario: 'undici keep-alive, 1 event/POST, 8 in flight (ceiling)', kind: 'delivery', run: n => bare.deliver(n) },
-      { key: 'enqueue', contender: 'Actions', scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`, kind: 'enqueue', run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY) },
-      { key: 'latency', contender: 'Actions', scenario: `latency, ${LATENCY_RATE}/s for ${LATENCY_SECONDS} s via dispatch handler${BATCH_WINDOW_MS ? `, ${BATCH_WINDOW_MS} ms batching window` : ''}`, kind: 'latency', run: () => measureLatency(actions, fauxqs, sqs, ctxFor(db.actions), latencyOpts) },
     ]
-    const scenarios = all.filter(s => !ONLY || ONLY.has(s.key))
+    if (wants('graphile')) {
+      const graphile = await setupGraphile(await server.freshDatabase(db.graphile), receiver.url, ctxFor(db.graphile))
+      cleanups.push(() => graphile.close())
+      all.push(...GRAPHILE_MODES.map((mode, i): Runnable => ({ key: `graphile-${i + 1}`, contender: 'graphile-worker', scenario: mode.label, kind: 'delivery', peer: true, run: n => graphile.deliver(mode, n) })))
+    }
+    if (wants('pgboss')) {
+      const boss = await setupPgBoss(await server.freshDatabase(db.pgboss), receiver.url, ctxFor(db.pgboss))
+      cleanups.push(() => boss.close())
+      all.push(...pgbossModes(opts.pgbossBatches).map((mode): Runnable => ({ key: `pgboss-${mode.batchSize}`, contender: 'pg-boss', scenario: mode.label, kind: 'delivery', peer: true, run: n => boss.deliver(mode, n) })))
+    }
+    const bare = setupBareClient(receiver.url, ctxFor(db.actions))
+    cleanups.push(() => bare.close())
+    all.push({ key: 'bare', contender: 'bare client', scenario: BARE_LABEL, kind: 'delivery', run: n => bare.deliver(n) })
+    if (wants('scale')) {
+      const started = await setupScale(actions, {
+        databaseUrl: actionsUrl, sqsEndpoint, queueUrl: signalQueue, ctx: ctxFor(db.actions), batchSize: opts.scaleBatch,
+        maxProcesses: Math.max(...opts.scaleProcesses), maxProjects: Math.max(...opts.scaleProjects),
+      })
+      scale = started
+      cleanups.push(() => started.close())
+      for (const projects of opts.scaleProjects) {
+        for (const processes of opts.scaleProcesses) {
+          all.push({
+            key: `scale-${processes}x${projects}`, contender: 'Actions', kind: 'delivery', scale: { processes, projects },
+            scenario: `${processes} dispatch process${processes > 1 ? 'es' : ''}, ${projects} project${projects > 1 ? 's' : ''}, batchSize ${opts.scaleBatch}`,
+            run: n => started.deliver(processes, projects, n),
+          })
+        }
+      }
+    }
+    all.push({ key: 'enqueue', contender: 'Actions', scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`, kind: 'enqueue', run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY) })
+    for (const rate of opts.latencyRates) {
+      all.push({
+        key: `latency-${rate}`, contender: 'Actions', kind: 'latency', rate,
+        scenario: `latency, ${rate}/s for ${opts.latencySeconds} s via dispatch handler, ${source.batchingWindowMs} ms batching window`,
+        run: () => measureLatency(actions, fauxqs, ctxFor(db.actions), { rate, seconds: opts.latencySeconds, perRequest: LATENCY_PER_REQUEST, source }),
+      })
+    }
+    // Further scenario groups (bench/signing.ts, for one) join `all` here, before the selection.
+    const scenarios = all.filter(s => !opts.only || opts.only.has(s.key))
+    if (scenarios.length === 0) throw new Error(`--only selected no scenario; keys: ${all.map(s => s.key).join(', ')}`)
 
     for (const s of scenarios) {
       if (s.kind === 'latency') continue
-      const r = await s.run(WARMUP_N)
+      const r = await s.run(Math.min(WARMUP_N, opts.n))
       log(`warm-up ${s.key}: ${r.delivered}/${r.events} in ${r.seconds.toFixed(2)} s${r.note ? ` (${r.note})` : ''}`)
     }
     const results = new Map<string, Array<RunResult | LatencyResult>>(scenarios.map(s => [s.key, []]))
     // Interleaved rounds: a slow patch of the machine hits every contender, not one.
-    for (let round = 1; round <= ROUNDS; round++) {
+    for (let round = 1; round <= opts.rounds; round++) {
       for (const s of scenarios) {
-        const r = await s.run(N)
+        const r = await s.run(opts.n)
         results.get(s.key)?.push(r)
         log(`round ${round} ${s.key}: ${r.delivered}/${r.events} in ${r.seconds.toFixed(2)} s = ${Math.round(r.delivered / r.seconds)}/s` +
           `${r.statementsPerEvent !== undefined ? `, ${r.statementsPerEvent.toFixed(3)} stmts/event` : ''}` +
+          `${'p99' in r ? `, p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms` : ''}` +
           `, cpu bench ${r.cpu.bench}% receiver ${r.cpu.receiver}% pg ${r.cpu.postgres}% machine ${r.cpu.machine}%${r.note ? ` (${r.note})` : ''}`)
       }
     }
@@ -104,20 +140,12 @@ async function main(): Promise<void> {
       scenarios, results,
       header: [
         `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Node ${process.version}; Postgres ${server.version} (${server.source})`,
-        `N = ${N} events per run, ${ROUNDS} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
+        `N = ${opts.n} events per run, ${opts.rounds} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
       ],
     }))
   } finally {
     await cleanup()
   }
-}
-
-function envInt(name: string, fallback: number): number {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return fallback
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer`)
-  return n
 }
 
 function log(line: string): void {
