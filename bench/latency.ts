@@ -3,7 +3,6 @@ import type { Context, SQSRecord } from 'aws-lambda'
 import type { FauxqsServer } from 'fauxqs'
 import { createHandler } from '../functions/dispatch.js'
 import { enqueue } from '../lib/enqueue.js'
-import { createCounterPusher } from '../lib/metrics-push.js'
 import { createSignals } from '../lib/signals.js'
 import { project, request, type ActionsBench } from './actions.js'
 import { now } from './clock.js'
@@ -41,8 +40,7 @@ export async function measureLatency(actions: ActionsBench, server: FauxqsServer
   const { queueUrl } = server.createQueue(`bench-latency-${++queues}`)
   // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
   const deps = { ...actions.deps, signals: createSignals(sqs, queueUrl) }
-  const runtime = { deps, pusher: createCounterPusher(actions.config, deps.metrics, deps.log) }
-  const handler = createHandler(() => runtime)
+  const handler = createHandler(() => deps)
   const requests = Math.max(1, Math.round((opts.rate * opts.seconds) / opts.perRequest))
   const events = requests * opts.perRequest
   const intervalMs = (opts.perRequest / opts.rate) * 1000

@@ -1,19 +1,14 @@
 import { describe, expect, it } from 'vitest'
 import { interpretResponse, type HttpResponse } from '../lib/delivery/response.js'
-import { createLogger, setLogSink } from '../lib/log.js'
+import { createLogger } from '../lib/log.js'
 import { requestBody, substitute, UndefinedVariableError } from '../lib/delivery/template.js'
 
 const ids = ['e1', 'e2', 'e3']
 const res = (status: number, body = '', truncated = false): HttpResponse => ({ status, statusText: status === 500 ? 'Internal Server Error' : 'OK', body, truncated })
 const run = (r: HttpResponse) => {
   const lines: string[] = []
-  const prev = setLogSink(l => { lines.push(l) })
-  try {
-    const out = interpretResponse(r, ids, 'hook', createLogger('debug'))
-    return { out: Object.fromEntries(out), logs: lines.map(l => JSON.parse(l)) }
-  } finally {
-    setLogSink(prev)
-  }
+  const out = interpretResponse(r, ids, 'hook', createLogger('debug', l => { lines.push(l) }))
+  return { out: Object.fromEntries(out), logs: lines.map(l => JSON.parse(l)) }
 }
 
 describe('interpreting a webhook response', () => {

@@ -1,41 +1,51 @@
 import { loadConfig } from '../../lib/config.js'
-import { closeDeps, createDeps } from '../../lib/deps.js'
-import { createRuntime, type Runtime } from '../../lib/lambda.js'
-import { setLogSink } from '../../lib/log.js'
+import { closeDeps, createDeps, type Deps } from '../../lib/deps.js'
+import { createLogger, type Logger } from '../../lib/log.js'
 import { freshDatabase } from './db.js'
 import { startQueue, type TestQueue } from './sqs.js'
 
+/** What captureLogs() hands back: every line written since it was called, and those lines parsed. */
+export type CapturedLogs = { lines: string[]; records(): Array<Record<string, unknown>>; restore(): void }
+
 export type TestEnv = {
-  runtime: Runtime
+  deps: Deps
   queue: TestQueue
   db: Awaited<ReturnType<typeof freshDatabase>>
+  /** The logger `deps` writes with (debug level, into this env's sink); pass it to any extra deps a test builds. */
+  log: Logger
+  /** Captures every line the env's logger (and its children) writes until `restore()`. */
+  captureLogs(): CapturedLogs
   close(): Promise<void>
 }
 
-/** A runtime over a fresh database and an in-process queue, built exactly as a cold start builds it. */
+/** Dependencies over a fresh database and an in-process queue, built exactly as a cold start builds them. */
 export async function testEnv(env: Record<string, string> = {}): Promise<TestEnv> {
   const db = await freshDatabase()
   const queue = await startQueue()
   const config = loadConfig({ DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, LOG_LEVEL: 'debug', ...env })
-  const deps = createDeps(config, { sqs: queue.client })
-  const runtime = createRuntime(deps)
+  const captures = new Set<string[]>()
+  // Test runs log at debug level so captures see everything; the terminal sees it only on request.
+  const echo = process.env.ACTIONS_TEST_LOGS === '1'
+  const log = createLogger('debug', line => {
+    for (const lines of captures) lines.push(line)
+    if (echo) process.stdout.write(line + '\n')
+  })
+  const deps = createDeps(config, { sqs: queue.client, log })
   return {
-    runtime, queue, db,
+    deps, queue, db, log,
+    captureLogs: () => {
+      const lines: string[] = []
+      captures.add(lines)
+      return {
+        lines,
+        records: () => lines.map(l => JSON.parse(l) as Record<string, unknown>),
+        restore: () => { captures.delete(lines) },
+      }
+    },
     close: async () => {
       await closeDeps(deps)
       await queue.stop()
       await db.drop()
     },
-  }
-}
-
-/** Captures every log line written until `restore()`; lines are parsed JSON records. */
-export function captureLogs(): { lines: string[]; records(): Array<Record<string, unknown>>; restore(): void } {
-  const lines: string[] = []
-  const prev = setLogSink(line => { lines.push(line) })
-  return {
-    lines,
-    records: () => lines.map(l => JSON.parse(l) as Record<string, unknown>),
-    restore: () => { setLogSink(prev) },
   }
 }
