@@ -4,7 +4,6 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/globalSetup.ts'],
-    setupFiles: ['test/helpers/quiet.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Each file gets its own database; two workers keep a 2-core machine responsive.

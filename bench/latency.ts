@@ -2,7 +2,6 @@ import { SQSClient, type Message } from '@aws-sdk/client-sqs'
 import type { FauxqsServer } from 'fauxqs'
 import { createHandler } from '../functions/dispatch.js'
 import { enqueue } from '../lib/enqueue.js'
-import { createRuntime } from '../lib/lambda.js'
 import type { Logger } from '../lib/log.js'
 import { createSignals } from '../lib/signals.js'
 import { lambdaContext } from '../local/lambda.js'
@@ -47,7 +46,7 @@ export async function measureLatency(actions: ActionsBench, server: FauxqsServer
   // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
   const signalClient = new SQSClient({ endpoint, region: 'us-east-1', credentials })
   const deps = { ...actions.deps, signals: createSignals(signalClient, queueUrl) }
-  const handler = createHandler(() => createRuntime(deps))
+  const handler = createHandler(() => deps)
   const requests = Math.max(1, Math.round((opts.rate * opts.seconds) / opts.perRequest))
   const events = requests * opts.perRequest
   const intervalMs = (opts.perRequest / opts.rate) * 1000
@@ -58,7 +57,7 @@ export async function measureLatency(actions: ActionsBench, server: FauxqsServer
   withBatchingWindow(pollerClient, opts.source.batchSize, opts.source.batchingWindowMs)
   let pollerProblems = 0
   // The poller's warnings (a failed receive, a crashed invocation) are counted into the run's note.
-  const quietLog: Logger = { debug: () => {}, info: () => {}, warn: () => { pollerProblems++ }, error: () => { pollerProblems++ }, child: () => quietLog }
+  const quietLog: Logger = { debug: () => {}, info: () => {}, warn: () => { pollerProblems++ }, error: () => { pollerProblems++ }, emit: () => {}, child: () => quietLog }
   const poller = startPoller({
     sqs: pollerClient, queueUrl, queueArn: `arn:aws:sqs:us-east-1:000000000000:bench-latency-${queues}`,
     batchSize: opts.source.batchSize, concurrency: opts.source.maximumConcurrency, timeoutMs: opts.source.timeoutMs,

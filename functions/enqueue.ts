@@ -1,10 +1,12 @@
 import middy from '@middy/core'
+import type { Context } from 'aws-lambda'
 import { enqueue, type EnqueueResult } from '../lib/enqueue.js'
-import { lambdaRuntime, pushMetricsAfter, type RuntimeSource } from '../lib/lambda.js'
+import { coldStartDeps, flushMetricsAfter, forInvocation, type DepsSource } from './runtime.js'
 
-/** Builds the enqueue handler over a runtime; the deployed one uses the cold-start runtime. */
-export const createHandler = (runtime: RuntimeSource) =>
-  middy(async (event: unknown): Promise<EnqueueResult> => enqueue((await runtime()).deps, event)).use(pushMetricsAfter(runtime))
+/** Builds the enqueue handler over its dependencies; the deployed one uses the cold-start ones. */
+export const createHandler = (source: DepsSource) =>
+  middy(async (event: unknown, context: Context): Promise<EnqueueResult> => enqueue(forInvocation(await source(), context), event))
+    .use(flushMetricsAfter(source))
 
 /** Invoked directly by content APIs with `{ project, transactionId, events: [...] }`. */
-export const handler = createHandler(lambdaRuntime)
+export const handler = createHandler(coldStartDeps)

@@ -6,6 +6,7 @@ import { createPool } from './db/pool.js'
 import { guardedConnector, parseNetworks } from './delivery/egress.js'
 import { createLogger, type Logger } from './log.js'
 import { createMetrics, type Metrics } from './metrics.js'
+import { createMetricSinks, type MetricSinks } from './metrics/sinks.js'
 import { createSignals, type Signals } from './signals.js'
 
 /** Everything a function needs, built once per cold start (STYLE.md #4: plain dependencies). */
@@ -15,23 +16,26 @@ export type Deps = {
   signals: Signals
   metrics: Metrics
   log: Logger
+  /** Where metrics go at the end of an invocation and after a sweep: Pushgateway, EMF (lib/metrics/sinks.ts). */
+  sinks: MetricSinks
   /** Keep-alive connection pools shared by every delivery of this environment. */
   http: Agent
 }
 
 /** Builds the dependencies from a validated config; `overrides` lets tests and the local stack supply their own parts. */
-export function createDeps(config: Config, overrides: Partial<Deps> & { sqs?: SQSClient } = {}): Deps {
+export function createDeps(config: Config, overrides: Partial<Omit<Deps, 'sinks'>> & { sqs?: SQSClient } = {}): Deps {
   const { sqs, ...rest } = overrides
   const client = sqs ?? createSqsClient(config)
   return {
     config,
     db: createPool(config.DATABASE_URL, config.DB_POOL_MAX),
     signals: createSignals(client, config.SIGNAL_QUEUE_URL),
-    metrics: createMetrics(),
     log: createLogger(config.LOG_LEVEL),
     // Every connection passes the egress guard (lib/delivery/egress.ts), after DNS, pinned to the checked address.
     http: new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 64, pipelining: 1, connect: guardedConnector(parseNetworks(config.WEBHOOK_ALLOWED_NETWORKS).networks) }),
     ...rest,
+    // After `rest`: a given registry still gets this environment's sinks around it.
+    ...createMetricSinks(config, rest.metrics ?? createMetrics()),
   }
 }
 

@@ -7,25 +7,21 @@ export interface Logger {
   info(msg: string, fields?: Fields): void
   warn(msg: string, fields?: Fields): void
   error(msg: string, fields?: Fields): void
+  /** Writes `record` as one line, whatever the level, with this logger's fields (EMF metric lines). */
+  emit(record: Fields): void
   child(fields: Fields): Logger
 }
 
 const rank: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 }
 
-/** Where lines go; tests swap it to capture every line written. */
+/** Where lines go. Injected into each logger, so a test or the local stack captures or redirects them without a global. */
 export type Sink = (line: string) => void
 
-let sink: Sink = line => process.stdout.write(line + '\n')
+/** Lambda's log stream: CloudWatch Logs takes every stdout line as one record. */
+export const stdoutSink: Sink = line => { process.stdout.write(line + '\n') }
 
-/** Replaces the process-wide sink and returns the previous one. */
-export function setLogSink(next: Sink): Sink {
-  const prev = sink
-  sink = next
-  return prev
-}
-
-/** Creates a logger that writes records at or above `level`. */
-export function createLogger(level: Level = 'info', base: Fields = {}): Logger {
+/** Creates a logger that writes records at or above `level` to `sink`, each carrying `base`. */
+export function createLogger(level: Level = 'info', sink: Sink = stdoutSink, base: Fields = {}): Logger {
   const write = (lvl: Level, msg: string, fields?: Fields) => {
     if (rank[lvl] < rank[level]) return
     sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer))
@@ -35,7 +31,8 @@ export function createLogger(level: Level = 'info', base: Fields = {}): Logger {
     info: (m, f) => write('info', m, f),
     warn: (m, f) => write('warn', m, f),
     error: (m, f) => write('error', m, f),
-    child: fields => createLogger(level, { ...base, ...fields }),
+    emit: record => sink(JSON.stringify({ ...base, ...record }, errorReplacer)),
+    child: fields => createLogger(level, sink, { ...base, ...fields }),
   }
 }
 

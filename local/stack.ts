@@ -13,10 +13,9 @@ import { storeSchema } from '../lib/db/schemas.js'
 import { closeDeps, createDeps } from '../lib/deps.js'
 import type { DrainOptions } from '../lib/dispatch/drain.js'
 import { EnqueueValidationError } from '../lib/enqueue.js'
-import { createRuntime } from '../lib/lambda.js'
 import { SchemaValidationError } from '../lib/schema/actions.js'
 import { createSweeperGauges } from '../lib/metrics.js'
-import type { Logger } from '../lib/log.js'
+import { createLogger, type Logger, type Sink } from '../lib/log.js'
 import { lambdaContext } from './lambda.js'
 import { startPoller } from './poller.js'
 import { startEmbeddedPostgres } from './postgres.js'
@@ -35,6 +34,8 @@ export type LocalStackOptions = {
   /** Prints a line (where things listen, one per delivered batch). */
   print?: (line: string) => void
   onBatch?: DrainOptions['onBatch']
+  /** Where the functions' log lines go (default: stdout, as in Lambda). */
+  logSink?: Sink
 }
 
 export type LocalStack = {
@@ -126,14 +127,13 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     env.WEBHOOK_ALLOWED_NETWORKS ??= '127.0.0.0/8,::1/128'
     print(`egress     private addresses refused; allowed: ${env.WEBHOOK_ALLOWED_NETWORKS || 'none'} (WEBHOOK_ALLOWED_NETWORKS)`)
     const config = loadConfig(env)
-    const deps = createDeps(config, { sqs })
+    const deps = createDeps(config, { sqs, ...(opts.logSink ? { log: createLogger(config.LOG_LEVEL, opts.logSink) } : {}) })
     cleanups.push(() => closeDeps(deps))
-    const runtime = createRuntime(deps)
-    const enqueue = createEnqueue(() => runtime)
-    const dispatch = createDispatch(() => runtime, opts.onBatch ? { onBatch: opts.onBatch } : {})
+    const enqueue = createEnqueue(() => deps)
+    const dispatch = createDispatch(() => deps, opts.onBatch ? { onBatch: opts.onBatch } : {})
     // Without a Pushgateway, /metrics serves this process's counters and the last sweep's gauges.
     let lastGauges = createSweeperGauges().registry
-    const sweeper = createSweeper(() => runtime, { onSweep: result => { lastGauges = result.gauges.registry } })
+    const sweeper = createSweeper(() => deps, { onSweep: result => { lastGauges = result.gauges.registry } })
     const sweep = () => sweeper({}, lambdaContext('sweeper', 55_000))
     const server = await listen(opts.port ?? 3000, deps.log, async (req, res) => {
       const path = new URL(req.url ?? '/', 'http://local').pathname

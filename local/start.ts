@@ -72,8 +72,6 @@ async function main(): Promise<number> {
   }
   // Logs stay JSON on stderr (as CloudWatch would get them); stdout tells the story.
   process.env.LOG_LEVEL ??= args.demo ? 'error' : 'warn'
-  const { setLogSink } = await import('../lib/log.js')
-  setLogSink(line => process.stderr.write(line + '\n'))
 
   print('Actions local stack')
   const starting = startLocalStack({
@@ -82,6 +80,7 @@ async function main(): Promise<number> {
     port,
     sweepIntervalMs: sweepSeconds * 1000,
     print: line => print('  ' + line),
+    logSink: line => { process.stderr.write(line + '\n') },
     onBatch: b => print(`batch      ${b.project}/${b.target}: ${b.succeeded}/${b.events} delivered in ${b.durationMs} ms`),
   })
   const early = await Promise.race([starting.then(() => undefined), onSignal])

@@ -19,7 +19,7 @@ afterAll(async () => {
   await rx.close()
   await env.close()
 })
-const deps = () => env.runtime.deps
+const deps = () => env.deps
 
 
 describe('concurrent and crashing dispatchers', () => {
@@ -30,7 +30,7 @@ describe('concurrent and crashing dispatchers', () => {
     await schemaFor(deps(), 'race', { a: { url: rx.url + '/a', batchSize: 7 }, b: { url: rx.url + '/b', batchSize: 1 } }, { to_a: { target: 'a' }, to_b: { target: 'b' } })
     const ids = [...await enqueueMany(deps(), 'race', 'to_a', 1500), ...await enqueueMany(deps(), 'race', 'to_b', 500)]
     // A second, independent environment: its own pool, HTTP agent and metrics.
-    const other = createDeps(deps().config, { signals: deps().signals })
+    const other = createDeps(deps().config, { signals: deps().signals, log: env.log })
     try {
       const [r1, r2] = await Promise.all([drainProject(deps(), 'race', forever), drainProject(other, 'race', forever)])
       expect(r1.succeeded + r2.succeeded).toBe(2000)
@@ -56,7 +56,7 @@ describe('concurrent and crashing dispatchers', () => {
     const drain = drainProject(deps(), 'restart', forever).then(() => 'finished', () => 'crashed')
     await until('deliveries under way', async () => rx.requests.length > 0)
     // What a database restart does to the dispatcher: every connection it holds is gone.
-    const admin = createDeps(deps().config, { signals: deps().signals })
+    const admin = createDeps(deps().config, { signals: deps().signals, log: env.log })
     try {
       await admin.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
     } finally {

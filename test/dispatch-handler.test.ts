@@ -3,11 +3,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler } from '../functions/dispatch.js'
 import { loadConfig } from '../lib/config.js'
 import { closeDeps, createDeps } from '../lib/deps.js'
-import { createRuntime } from '../lib/lambda.js'
 import { setVariables } from '../lib/db/variables.js'
 import { createContext } from './helpers/lambda.js'
 import { json, startReceiver, type Receiver, type Responder } from './helpers/receiver.js'
-import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
+import { testEnv, type TestEnv } from './helpers/runtime.js'
 import { enqueueMany, schemaFor, states } from './helpers/events.js'
 
 let env: TestEnv
@@ -17,7 +16,7 @@ let handler: ReturnType<typeof createHandler>
 beforeAll(async () => {
   env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '1000' })
   rx = await startReceiver()
-  handler = createHandler(() => env.runtime)
+  handler = createHandler(() => env.deps)
 })
 afterAll(async () => {
   await rx.close()
@@ -28,7 +27,7 @@ beforeEach(async () => {
   rx.respond((_, res) => { res.end() })
   await env.queue.drain()
 })
-const deps = () => env.runtime.deps
+const deps = () => env.deps
 const record = (body: string, i = 0): SQSRecord => ({
   messageId: `m${i}`, receiptHandle: `r${i}`, body, attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
   messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
@@ -52,8 +51,8 @@ describe('the dispatch function', () => {
   })
 
   it('drains many projects of one batch a few at a time within a small pool', async () => {
-    const small = createDeps(loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, DB_POOL_MAX: '3', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' }), { sqs: env.queue.client })
-    const smallHandler = createHandler(() => createRuntime(small))
+    const small = createDeps(loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, DB_POOL_MAX: '3', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' }), { sqs: env.queue.client, log: env.log })
+    const smallHandler = createHandler(() => small)
     try {
       const projects = Array.from({ length: 8 }, (_, i) => `many${i}`)
       for (const p of projects) {
@@ -70,7 +69,7 @@ describe('the dispatch function', () => {
   })
 
   it('drops a malformed signal with an error log instead of retrying it forever', async () => {
-    const logs = captureLogs()
+    const logs = env.captureLogs()
     const res = await handler(sqsEvent('not json', '{"nope":1}'), createContext()).finally(() => logs.restore())
     expect(res).toEqual({ batchItemFailures: [] })
     expect(logs.records().filter(r => r.msg === 'Dropped a malformed dispatch signal').map(r => r.messageId)).toEqual(['m0', 'm1'])
@@ -80,10 +79,10 @@ describe('the dispatch function', () => {
     await schemaFor(deps(), 'ok', { t: { url: rx.url } })
     await enqueueMany(deps(), 'ok', 'to_t', 2)
     // A runtime whose database pool is closed: every drain of it throws.
-    const broken = createDeps(deps().config, { signals: deps().signals, metrics: deps().metrics, http: deps().http })
+    const broken = createDeps(deps().config, { signals: deps().signals, metrics: deps().metrics, http: deps().http, log: env.log })
     await broken.db.end()
-    const brokenHandler = createHandler(() => ({ deps: broken, pusher: env.runtime.pusher }))
-    const logs = captureLogs()
+    const brokenHandler = createHandler(() => broken)
+    const logs = env.captureLogs()
     const res = await brokenHandler(sqsEvent('{"project":"bad"}', '{"project":"bad"}'), createContext()).finally(() => logs.restore())
     expect(res).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }, { itemIdentifier: 'm1' }] })
     expect(await counter('contember_actions_worker_crashed_total', 'bad')).toBe(1)
@@ -143,7 +142,7 @@ describe('the dispatch function', () => {
       ['ids outside the batch', (_, res) => json(res, 200, { failures: [{ eventId: secret }] })],
       ['reported failure', (req, res) => json(res, 200, { failures: [{ eventId: req.body.events[0].meta.eventId }] })],
     ]
-    const logs = captureLogs()
+    const logs = env.captureLogs()
     try {
       for (const [i, [, respond, extra]] of paths.entries()) {
         rx.respond(respond)

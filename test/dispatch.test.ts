@@ -3,7 +3,7 @@ import { drainProject } from '../lib/dispatch/drain.js'
 import { countStatements } from '../lib/db/pool.js'
 import { setVariables } from '../lib/db/variables.js'
 import { json, startReceiver, type Receiver } from './helpers/receiver.js'
-import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
+import { testEnv, type TestEnv } from './helpers/runtime.js'
 import { enqueueMany, schemaFor, states } from './helpers/events.js'
 
 let env: TestEnv
@@ -27,7 +27,7 @@ beforeEach(() => {
 })
 afterEach(async () => { await env.queue.drain() })
 
-const deps = () => env.runtime.deps
+const deps = () => env.deps
 const counter = async (name: string) => {
   const m = (await deps().metrics.registry.getMetricsAsJSON()).find(x => x.name === name)
   return m?.values.find(v => v.labels.contember_project === project)?.value ?? 0
@@ -91,7 +91,7 @@ describe('claim and deliver', () => {
     const lost = await enqueueMany(deps(), project, 'to_gone', 2)
     const kept = await enqueueMany(deps(), project, 'to_kept', 1)
     await schemaFor(deps(), project, { kept: { url: rx.url + '/kept' } })
-    const logs = captureLogs()
+    const logs = env.captureLogs()
     const res = await drainProject(deps(), project, forever).finally(() => logs.restore())
     expect(res).toMatchObject({ succeeded: 1, failedUnknownTarget: 2 })
     expect(rx.eventIds()).toEqual(kept)
@@ -179,7 +179,7 @@ describe('claim and deliver', () => {
     rx.respond((_, res) => { res.statusCode = 500; res.end(big) })
     await schemaFor(deps(), project, { t: { url: rx.url } })
     await enqueueMany(deps(), project, 'to_t', 1)
-    const logs = captureLogs()
+    const logs = env.captureLogs()
     const heapBefore = process.memoryUsage().heapUsed
     await drainProject(deps(), project, forever).finally(() => logs.restore())
     const heapGrowth = process.memoryUsage().heapUsed - heapBefore

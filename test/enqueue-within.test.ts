@@ -15,7 +15,7 @@ let rx: Receiver
 beforeAll(async () => {
   env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '1000' })
   rx = await startReceiver()
-  await schemaFor(env.runtime.deps, 'tx', { t: { url: rx.url } })
+  await schemaFor(env.deps, 'tx', { t: { url: rx.url } })
 })
 afterAll(async () => {
   await rx.close()
@@ -38,10 +38,10 @@ describe('enqueueWithin', () => {
   it('delivers committed events through dispatch after the signal', async () => {
     const result = await withTransaction(env.db.pool, client => enqueueWithin(client, request(2)))
     await env.queue.drain()
-    await signalAfterCommit(env.runtime.deps.signals, result)
+    await signalAfterCommit(env.deps.signals, result)
     const signals = await env.queue.drain()
     expect(signals).toEqual([{ project: 'tx' }])
-    const dispatch = createHandler(() => env.runtime)
+    const dispatch = createHandler(() => env.deps)
     const event: SQSEvent = { Records: [] }
     await dispatch({ ...event, Records: [{ messageId: 'm', receiptHandle: 'r', body: JSON.stringify(signals[0]), attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1' }] }, createContext())
     expect(rx.eventIds()).toEqual(result.eventIds)

@@ -6,7 +6,7 @@ import { storeSchema } from '../lib/db/schemas.js'
 import { createDeps } from '../lib/deps.js'
 import { EnqueueValidationError } from '../lib/enqueue.js'
 import { createContext } from './helpers/lambda.js'
-import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
+import { testEnv, type TestEnv } from './helpers/runtime.js'
 import { sqsClient } from './helpers/sqs.js'
 import { createPayload, sampleSchema, TX } from './fixtures/schemas.js'
 
@@ -15,7 +15,7 @@ let handler: ReturnType<typeof createHandler>
 
 beforeAll(async () => {
   env = await testEnv()
-  handler = createHandler(() => env.runtime)
+  handler = createHandler(() => env.deps)
   await storeSchema(env.db.pool, 'blog', sampleSchema())
   await storeSchema(env.db.pool, 'shop', sampleSchema())
 })
@@ -28,7 +28,7 @@ beforeEach(async () => {
 const invoke = (event: unknown) => handler(event, createContext())
 const rowCount = async () => Number((await env.db.pool.query('SELECT count(*) AS n FROM actions_event')).rows[0].n)
 const enqueuedCounter = async (project: string) => {
-  const metric = (await env.runtime.deps.metrics.registry.getMetricsAsJSON()).find(m => m.name === 'contember_actions_events_enqueued_total')
+  const metric = (await env.deps.metrics.registry.getMetricsAsJSON()).find(m => m.name === 'contember_actions_events_enqueued_total')
   return metric?.values.find(v => v.labels.contember_project === project)?.value ?? 0
 }
 
@@ -110,9 +110,9 @@ describe('enqueue', () => {
 
   it('commits the events and succeeds when the queue is unreachable, logging the failure without the queue URL', async () => {
     // A runtime whose SQS endpoint refuses connections: nothing listens on port 9 of 127.0.0.1.
-    const deps = createDeps(env.runtime.deps.config, { sqs: sqsClient('http://127.0.0.1:9'), db: env.db.pool })
-    const deadHandler = createHandler(() => ({ deps, pusher: env.runtime.pusher }))
-    const logs = captureLogs()
+    const deps = createDeps(env.deps.config, { sqs: sqsClient('http://127.0.0.1:9'), db: env.db.pool, log: env.log })
+    const deadHandler = createHandler(() => deps)
+    const logs = env.captureLogs()
     try {
       const res = await deadHandler({ project: 'blog', transactionId: TX, events: [{ trigger: 'article_created', payload: createPayload() }] }, createContext())
       expect(res.eventIds).toHaveLength(1)
@@ -124,7 +124,7 @@ describe('enqueue', () => {
     const errors = logs.records().filter(r => r.level === 'error')
     expect(errors).toHaveLength(1)
     expect(errors[0]?.msg).toMatch(/sweeper/)
-    expect(logs.lines.join('\n')).not.toContain(env.runtime.deps.config.SIGNAL_QUEUE_URL)
+    expect(logs.lines.join('\n')).not.toContain(env.deps.config.SIGNAL_QUEUE_URL)
   })
 
   it('writes 1,000 events with a bounded number of statements', async () => {

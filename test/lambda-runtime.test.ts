@@ -1,9 +1,18 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { SSMClient } from '@aws-sdk/client-ssm'
+import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createHandler as createDispatch } from '../functions/dispatch.js'
+import { createHandler as createEnqueue } from '../functions/enqueue.js'
 import { ConfigError, resolveSecrets } from '../lib/config.js'
-import { ssmParameterReader } from '../lib/lambda.js'
+import { createLogger } from '../lib/log.js'
+import { ssmParameterReader } from '../functions/runtime.js'
+import { schemaFor } from './helpers/events.js'
+import { createContext } from './helpers/lambda.js'
+import { startReceiver } from './helpers/receiver.js'
+import { testEnv } from './helpers/runtime.js'
+import { createPayload, TX } from './fixtures/schemas.js'
 
 // A local endpoint speaking SSM's JSON protocol, so the real SDK client does the call.
 let url = ''
@@ -48,5 +57,52 @@ describe('cold-start secrets', () => {
     const err = await resolveSecrets({ DATABASE_URL_SSM_PARAMETER: '/missing' }, reader()).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(ConfigError)
     expect(String(err)).toContain('DATABASE_URL_SSM_PARAMETER: could not read /missing (ParameterNotFound)')
+  })
+})
+
+describe('log lines of an invocation', () => {
+  it('all carry the Lambda request id of their invocation, metric lines and failure warnings included', async () => {
+    // EMF on and an unreachable Pushgateway, so metric lines and a push warning are written too.
+    const env = await testEnv({ CLOUDWATCH_METRICS: 'true', PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500' })
+    const rx = await startReceiver((_, res) => { res.statusCode = 500; res.end() })
+    try {
+      await schemaFor(env.deps, 'rid', { t: { url: rx.url, maxAttempts: 1 } })
+      const logs = env.captureLogs()
+      const first = createContext()
+      const second = createContext()
+      try {
+        await createEnqueue(() => env.deps)({ project: 'rid', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, first)
+        const signal: SQSEvent = { Records: [{ messageId: 'm', receiptHandle: 'r', body: '{"project":"rid"}', attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 's', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn', awsRegion: 'us-east-1' }] }
+        await createDispatch(() => env.deps)(signal, second)
+      } finally {
+        logs.restore()
+      }
+      const records = logs.records()
+      const ids = records.map(r => r.awsRequestId)
+      expect(new Set(ids)).toEqual(new Set([first.awsRequestId, second.awsRequestId]))
+      const ofSecond = records.filter(r => r.awsRequestId === second.awsRequestId)
+      expect(ofSecond.some(r => r.level === 'error' && r.msg !== 'Could not push metrics to the Pushgateway')).toBe(true)
+      expect(ofSecond.some(r => r.msg === 'Could not push metrics to the Pushgateway')).toBe(true)
+      expect(ofSecond.some(r => '_aws' in r)).toBe(true)
+      // The cold-start logger itself stays without a request id: invocations never share one.
+      const after = env.captureLogs()
+      env.deps.log.info('between invocations')
+      after.restore()
+      expect(after.records()).toEqual([expect.not.objectContaining({ awsRequestId: expect.anything() })])
+    } finally {
+      await rx.close()
+      await env.close()
+    }
+  })
+
+  it('go to the sink each logger was given, with no process-wide switch', () => {
+    const a: string[] = []
+    const b: string[] = []
+    createLogger('info', l => { a.push(l) }).child({ who: 'a' }).warn('to a')
+    createLogger('info', l => { b.push(l) }).info('to b')
+    createLogger('warn', l => { b.push(l) }).info('filtered out')
+    expect(a.map(l => JSON.parse(l).msg)).toEqual(['to a'])
+    expect(JSON.parse(a[0] ?? '{}').who).toBe('a')
+    expect(b.map(l => JSON.parse(l).msg)).toEqual(['to b'])
   })
 })

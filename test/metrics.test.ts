@@ -3,17 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../functions/enqueue.js'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
-import { createRuntime } from '../lib/lambda.js'
-import { briefs, client as cloudWatchClient, startFakeCloudWatch } from './helpers/cloudwatch.js'
 import { loadConfig } from '../lib/config.js'
 import { closeDeps, createDeps } from '../lib/deps.js'
-import { createCounterPusher } from '../lib/metrics-push.js'
 import { createMetrics } from '../lib/metrics.js'
 import { createContext } from './helpers/lambda.js'
 import { parseSamples, sumByProject } from './helpers/prom.js'
 import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from './helpers/pushgateway.js'
 import { startReceiver, type Receiver } from './helpers/receiver.js'
-import { captureLogs, testEnv, type TestEnv } from './helpers/runtime.js'
+import { testEnv, type TestEnv } from './helpers/runtime.js'
 import { schemaFor } from './helpers/events.js'
 import { createPayload, TX } from './fixtures/schemas.js'
 
@@ -63,13 +60,12 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
     // Every third request fails, so some events retry and some fail for good.
     let call = 0
     rx.respond((_, res) => { res.statusCode = ++call % 3 === 0 ? 500 : 200; res.end() })
-    for (const p of ['m1', 'm2']) await schemaFor(env.runtime.deps, p, { t: { url: rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
+    for (const p of ['m1', 'm2']) await schemaFor(env.deps, p, { t: { url: rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
     // Three simulated Lambda execution environments: own registry, own pool, own grouping key.
     const environments = await Promise.all([1, 2, 3].map(async i => {
-      const config = loadConfig({ ...Object.fromEntries(Object.entries(env.runtime.deps.config).map(([k, v]) => [k, String(v ?? '')])), METRICS_INSTANCE: `env-${i}` })
-      const deps = createDeps(config, { sqs: env.queue.client })
-      const runtime = { deps, pusher: createCounterPusher(config, deps.metrics, deps.log) }
-      return { deps, enqueue: createEnqueue(() => runtime), dispatch: createDispatch(() => runtime) }
+      const config = loadConfig({ ...Object.fromEntries(Object.entries(env.deps.config).map(([k, v]) => [k, String(v ?? '')])), METRICS_INSTANCE: `env-${i}` })
+      const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
+      return { deps, enqueue: createEnqueue(() => deps), dispatch: createDispatch(() => deps) }
     }))
     const signal = (project: string): SQSEvent => ({ Records: [{ messageId: project, receiptHandle: 'r', body: JSON.stringify({ project }), attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 's', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn', awsRegion: 'us-east-1' }] })
     try {
@@ -111,11 +107,10 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
 
   it('does not fail an invocation when the Pushgateway is unreachable, and counts the failed push', async () => {
     const config = loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500' })
-    const deps = createDeps(config, { sqs: env.queue.client })
-    const runtime = { deps, pusher: createCounterPusher(config, deps.metrics, deps.log) }
-    const logs = captureLogs()
+    const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
+    const logs = env.captureLogs()
     try {
-      const res = await createEnqueue(() => runtime)({ project: 'm1', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, createContext())
+      const res = await createEnqueue(() => deps)({ project: 'm1', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, createContext())
       expect(res.eventIds).toHaveLength(1)
     } finally {
       logs.restore()
@@ -128,24 +123,3 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
   })
 })
 
-describe('the CloudWatch sink in the handlers', () => {
-  it('sends enqueue\'s counter deltas and the sweeper\'s backlog gauges when CLOUDWATCH_METRICS is on', async () => {
-    const cw = await startFakeCloudWatch()
-    const env = await testEnv({ CLOUDWATCH_METRICS: 'true', CLOUDWATCH_NAMESPACE: 'Wired/Actions' })
-    try {
-      const runtime = createRuntime(env.runtime.deps, cloudWatchClient(cw.url))
-      await schemaFor(env.runtime.deps, 'cw', { t: { url: 'http://127.0.0.1:9' } })
-      await createEnqueue(() => runtime)({ project: 'cw', transactionId: TX, events: [1, 2, 3].map(i => ({ trigger: 'to_t', payload: createPayload(i) })) }, createContext())
-      await createSweeper(() => runtime)({}, createContext())
-      expect(cw.protocolErrors).toEqual([])
-      expect(new Set(cw.requests.map(r => r.Namespace))).toEqual(new Set(['Wired/Actions']))
-      const sent = briefs(cw.accepted())
-      expect(sent).toContainEqual({ name: 'EventsEnqueued', dims: 'Project=cw', unit: 'Count', value: 3 })
-      expect(sent).toContainEqual({ name: 'DueEvents', dims: 'Project=cw,State=created', unit: 'Count', value: 3 })
-      expect(sent).toContainEqual({ name: 'FailedEvents', dims: 'Project=cw', unit: 'Count', value: 0 })
-    } finally {
-      await env.close()
-      await cw.stop()
-    }
-  })
-})

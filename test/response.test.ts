@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse } from '../lib/delivery/response.js'
-import { createLogger, setLogSink } from '../lib/log.js'
+import { createLogger } from '../lib/log.js'
 import { PayloadPathError, requestBody, substitute, UndefinedVariableError } from '../lib/delivery/template.js'
 import { cleanText, MIN_REDACTED_LENGTH, redactor, REDACTED } from '../lib/delivery/text.js'
 import type { WebhookTarget } from '../lib/schema/actions.js'
@@ -12,13 +12,8 @@ const res = (status: number, body = '', contentType: string | null = JSON_TYPE, 
   ({ status, statusText: status === 500 ? 'Internal Server Error' : 'OK', contentType: contentType ?? undefined, body, truncated })
 const run = (r: HttpResponse, redact?: (t: string) => string) => {
   const lines: string[] = []
-  const prev = setLogSink(l => { lines.push(l) })
-  try {
-    const out = interpretResponse(r, ids, 'hook', createLogger('debug'), redact)
-    return { out: Object.fromEntries(out), logs: lines.map(l => JSON.parse(l)) }
-  } finally {
-    setLogSink(prev)
-  }
+  const out = interpretResponse(r, ids, 'hook', createLogger('debug', l => { lines.push(l) }), redact)
+  return { out: Object.fromEntries(out), logs: lines.map(l => JSON.parse(l)) }
 }
 
 describe('interpreting a webhook response', () => {

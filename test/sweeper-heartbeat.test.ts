@@ -46,7 +46,7 @@ describe('a drain records its progress', () => {
   afterAll(async () => { await env.close() })
 
   it('writes at the first recorded outcome, then at most once per interval', async () => {
-    const deps = env.runtime.deps
+    const deps = env.deps
     await schemaFor(deps, 'pw', { t: { url: 'http://127.0.0.1:9' } })
     const [a, b] = await enqueueMany(deps, 'pw', 'to_t', 2)
     const at = async () => (await deps.db.query<{ at: Date }>(`SELECT progressed_at AS at FROM actions_dispatch_progress WHERE project = 'pw'`)).rows[0]?.at
@@ -65,8 +65,8 @@ describe.skipIf(!hasPushgateway)('the heartbeat the sweeper pushes', () => {
   let env: TestEnv
   let pgw: RunningPushgateway
   let rx: Receiver
-  const deps = () => env.runtime.deps
-  const sweep = () => createSweeper(() => env.runtime)({}, createContext(60_000))
+  const deps = () => env.deps
+  const sweep = () => createSweeper(() => env.deps)({}, createContext(60_000))
   const forever = { remainingMs: () => 60_000 }
   const heartbeats = async () => {
     const s = parseSamples(await scrape(pgw.url)).filter(x => x.name === HEARTBEAT && x.labels.job === 'contember_actions_sweeper')

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
 import { loadConfig } from '../lib/config.js'
 import { createDeps } from '../lib/deps.js'
-import { pushRegistry } from '../lib/metrics-push.js'
+import { pushRegistry } from '../lib/metrics/push.js'
 import { createMetrics } from '../lib/metrics.js'
 import { signalsFor, sweep } from '../lib/sweeper/sweep.js'
 import { createContext } from './helpers/lambda.js'
@@ -27,8 +27,8 @@ describe('how many signals the sweeper sends', () => {
 describe.skipIf(!hasPushgateway)('the sweeper', () => {
   let env: TestEnv
   let pgw: RunningPushgateway
-  const deps = () => env.runtime.deps
-  const run = () => createSweeper(() => env.runtime)({}, createContext(60_000))
+  const deps = () => env.deps
+  const run = () => createSweeper(() => env.deps)({}, createContext(60_000))
   const samples = async () => parseSamples(await scrape(pgw.url))
 
   beforeAll(async () => {
@@ -123,17 +123,17 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     await deps().db.query(`UPDATE actions_event SET state = 'stopped', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(20, 24)])
     await deps().db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(24, 27)])
     await deps().db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '1 day' WHERE id = ANY($1)`, [ids.slice(27)])
-    const small = createDeps(loadConfig({ ...envOf(env), RETENTION_BATCH_SIZE: '7' }), { db: deps().db, signals: deps().signals })
+    const small = createDeps(loadConfig({ ...envOf(env), RETENTION_BATCH_SIZE: '7' }), { db: deps().db, signals: deps().signals, log: env.log })
     const res = await sweep(small, { remainingMs: () => 60_000 })
     expect(res.deletedResolved).toBe(24)
     const left = await deps().db.query(`SELECT state, count(*)::int AS n FROM actions_event WHERE project = 'ret' GROUP BY state ORDER BY state`)
     expect(left.rows).toEqual([{ state: 'succeed', n: 3 }, { state: 'failed', n: 3 }])
-    const withFailed = createDeps(loadConfig({ ...envOf(env), RETENTION_INCLUDE_FAILED: 'true' }), { db: deps().db, signals: deps().signals })
+    const withFailed = createDeps(loadConfig({ ...envOf(env), RETENTION_INCLUDE_FAILED: 'true' }), { db: deps().db, signals: deps().signals, log: env.log })
     expect((await sweep(withFailed, { remainingMs: () => 60_000 })).deletedResolved).toBe(3)
   })
 })
 
 function envOf(env: TestEnv): Record<string, string> {
-  const c = env.runtime.deps.config
+  const c = env.deps.config
   return { DATABASE_URL: c.DATABASE_URL, SIGNAL_QUEUE_URL: c.SIGNAL_QUEUE_URL }
 }

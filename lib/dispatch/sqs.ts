@@ -1,37 +1,26 @@
-import type { SQSRecord } from 'aws-lambda'
 import type { Deps } from '../deps.js'
 import { drainProject, type DrainOptions } from './drain.js'
 
 /**
- * Handles one SQS batch of signals: drains each distinct project once, all projects at the same time.
- * Returns one settled result per record, in record order, as @middy/sqs-partial-batch-failure expects:
- * records of a project whose drain threw are rejected (redelivered by SQS); malformed ones are
- * reported and fulfilled, so they are dropped rather than retried forever.
+ * Drains each distinct project once, a few at a time. Returns the error of every project whose drain
+ * threw (logged and counted as a crash here); the caller has its signals redelivered.
  */
-export async function handleSignals(deps: Deps, records: readonly SQSRecord[], opts: DrainOptions): Promise<PromiseSettledResult<unknown>[]> {
-  const projectOf = records.map(r => parseSignal(r.body))
-  const projects = [...new Set(projectOf.filter((p): p is string => p !== undefined))]
-  records.forEach((r, i) => {
-    if (projectOf[i] === undefined) deps.log.error('Dropped a malformed dispatch signal', { messageId: r.messageId })
-  })
+export async function drainProjects(deps: Deps, projects: readonly string[], opts: DrainOptions): Promise<Map<string, unknown>> {
   // Each drain holds up to three connections at once (claim, record, release); more drains than the
   // pool can serve would wait on it and time out, so they run a few at a time.
   const parallel = Math.max(1, Math.floor(deps.config.DB_POOL_MAX / 3))
-  const outcomes = new Map(await mapLimited(projects, parallel, async project => {
+  const outcomes = await mapLimited([...new Set(projects)], parallel, async project => {
     try {
       const result = await drainProject(deps, project, opts)
       deps.log.debug('Drain finished', { project, ...result })
-      return [project, undefined] as const
+      return undefined
     } catch (error) {
       deps.metrics.forProject(project).crashed()
       deps.log.error('Dispatch of a project crashed; its signal will be redelivered', { project, error })
       return [project, error] as const
     }
-  }))
-  return projectOf.map((project): PromiseSettledResult<unknown> => {
-    const error = project === undefined ? undefined : outcomes.get(project)
-    return error === undefined ? { status: 'fulfilled', value: project } : { status: 'rejected', reason: error }
   })
+  return new Map(outcomes.filter(o => o !== undefined))
 }
 
 /** The project named by a signal body `{"project":"…"}`, or undefined when the body is not one. */

@@ -2,8 +2,8 @@ import { listProjects } from '../db/schemas.js'
 import { deleteResolved, dueTotal, readBacklog, type ProjectBacklog } from '../db/backlog.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
-import { createSweeperGauges, SWEEPER_JOB, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
-import { deleteGroup, pushRegistry } from '../metrics-push.js'
+import { createSweeperGauges, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
+import { deleteGroup } from '../metrics/push.js'
 import { heartbeatOf } from './heartbeat.js'
 
 export type SweepOptions = {
@@ -60,16 +60,11 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     gauges.failedEvents.set(labels, b?.failed ?? 0)
   }
 
+  // Every enabled sink (Pushgateway with replace semantics, EMF) from one call; it never throws.
+  await deps.sinks.gauges(gauges, log)
   let deletedGroups = 0
   const url = deps.config.PUSHGATEWAY_URL
   if (url) {
-    try {
-      // Replace semantics: a project gone since the last pass loses its heartbeat series.
-      await pushRegistry(url, gauges.registry, { job: SWEEPER_JOB }, { replace: true, timeoutMs: deps.config.PUSHGATEWAY_TIMEOUT_MS })
-    } catch (error) {
-      deps.metrics.pushFailures.inc()
-      log.warn('Could not push sweeper gauges to the Pushgateway', { error })
-    }
     try {
       deletedGroups = await deleteStaleGroups(url, deps.config.METRICS_STALE_GROUP_SECONDS, deps.config.PUSHGATEWAY_TIMEOUT_MS, opts)
     } catch (error) {

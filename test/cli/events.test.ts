@@ -16,7 +16,7 @@ let handler: ReturnType<typeof createHandler>
 beforeAll(async () => {
   env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '1000' })
   rx = await startReceiver()
-  handler = createHandler(() => env.runtime)
+  handler = createHandler(() => env.deps)
 })
 afterAll(async () => {
   await rx.close()
@@ -27,7 +27,7 @@ beforeEach(async () => {
   rx.respond((_, res) => { res.end() })
   await env.queue.drain()
 })
-const deps = () => env.runtime.deps
+const deps = () => env.deps
 const sqsEvent = (body: string): SQSEvent => ({ Records: [{
   messageId: 'm0', receiptHandle: 'r0', body, attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
   messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',

@@ -51,20 +51,20 @@ describe('upstream payloads', () => {
   ]
   for (const [what, trigger, payload] of payloads) {
     it(`accepts ${what} and stores it as sent`, async () => {
-      await enqueue(env.runtime.deps, { project: 'up', transactionId: TX, events: [{ trigger, payload }] })
+      await enqueue(env.deps, { project: 'up', transactionId: TX, events: [{ trigger, payload }] })
       expect((await stored()).map(r => r.payload)).toEqual([payload])
     })
   }
 
   it('rejects a payload naming another trigger than its event', async () => {
-    await expect(enqueue(env.runtime.deps, { project: 'up', transactionId: TX, events: [{ trigger: 'any_change', payload: { trigger: 'tags', operation: 'delete', entity: 'Article', id: 1 } }] }))
+    await expect(enqueue(env.deps, { project: 'up', transactionId: TX, events: [{ trigger: 'any_change', payload: { trigger: 'tags', operation: 'delete', entity: 'Article', id: 1 } }] }))
       .rejects.toThrow(/events\.0\.payload\.trigger/)
     expect(await stored()).toEqual([])
   })
 })
 
 describe('mutations without a trigger name', () => {
-  const mutate = (payload: Record<string, unknown>, id?: string) => enqueue(env.runtime.deps, { project: 'up', transactionId: TX, events: [{ ...(id ? { id } : {}), payload }] })
+  const mutate = (payload: Record<string, unknown>, id?: string) => enqueue(env.deps, { project: 'up', transactionId: TX, events: [{ ...(id ? { id } : {}), payload }] })
   const cases: Array<[string, Record<string, unknown>, string[]]> = [
     ['a create fires the create triggers of its entity', { operation: 'create', entity: 'Article', id: 1, values: { title: 'T' } }, ['any_change']],
     ['a delete fires the delete triggers of its entity', { operation: 'delete', entity: 'Author', id: 1 }, ['other_entity']],

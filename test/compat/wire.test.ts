@@ -18,7 +18,7 @@ let n = 0
 /** Raw header lines of each request, as [name, value] pairs in arrival order. */
 let rawHeaders: Array<Array<[string, string]>> = []
 const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-const deps = () => env.runtime.deps
+const deps = () => env.deps
 
 beforeAll(async () => {
   env = await testEnv({ LEASE_MARGIN_MS: '1000' })

@@ -7,7 +7,7 @@ import { closeDeps, createDeps, type Deps } from '../../lib/deps.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { captureLogs, testEnv, type TestEnv } from '../helpers/runtime.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
 
 const none: Network[] = []
 const nets = (list: string) => parseNetworks(list).networks
@@ -119,7 +119,7 @@ describe('deliveries through the guard', () => {
     project = `g${++n}`
     rx.requests.length = 0
   })
-  const deps = () => env.runtime.deps
+  const deps = () => env.deps
   /** The runtime's deps with the dispatcher a cold start builds from this WEBHOOK_ALLOWED_NETWORKS. */
   const guarded = (allowed: string, http?: Agent): Deps => {
     const d = { ...createDeps({ ...deps().config, WEBHOOK_ALLOWED_NETWORKS: allowed }, { db: deps().db, signals: deps().signals, metrics: deps().metrics, log: deps().log }), ...(http ? { http } : {}) }
@@ -142,7 +142,7 @@ describe('deliveries through the guard', () => {
   }
 
   it('refuses loopback in every spelling with "Destination not allowed" when nothing is allowed, and nothing reaches the receiver', async () => {
-    const logs = captureLogs()
+    const logs = env.captureLogs()
     const urls = [rx.url, `http://[::1]:${port()}/`, `http://[::ffff:127.0.0.1]:${port()}/`, `http://localhost:${port()}/`, `http://2130706433:${port()}/`, `http://0x7f.1:${port()}/`]
     const results = await attemptEach(guarded(''), urls).finally(() => logs.restore())
     expect(results).toEqual(urls.map(() => DESTINATION_NOT_ALLOWED))

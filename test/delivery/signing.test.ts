@@ -7,7 +7,7 @@ import { generateSecret, sign, signingKeys, webhookId, withSignature } from '../
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js'
-import { captureLogs, testEnv, type TestEnv } from '../helpers/runtime.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
 
 // The spec's published test vector (the reference libraries' "sign function works" test).
 const VECTOR = {
@@ -92,7 +92,7 @@ describe('signed deliveries', () => {
   let project: string
   let n = 0
   const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-  const deps = () => env.runtime.deps
+  const deps = () => env.deps
   beforeAll(async () => {
     env = await testEnv({ LEASE_MARGIN_MS: '1000' })
     rx = await startReceiver()
@@ -152,7 +152,7 @@ describe('signed deliveries', () => {
     await schemaFor(deps(), project, { missing: { url: rx.url, signingSecret: '{{NOPE}}' }, bad: { url: rx.url, signingSecret: '{{BAD}}' } })
     const [m] = await enqueueMany(deps(), project, 'to_missing', 1)
     const [b] = await enqueueMany(deps(), project, 'to_bad', 1)
-    const logs = captureLogs()
+    const logs = env.captureLogs()
     await drainProject(deps(), project, forever).finally(() => logs.restore())
     const rows = await states(deps(), project)
     expect(rows.get(m ?? '')?.log).toEqual([{ ok: false, errorMessage: 'Undefined signing secret variable NOPE', durationMs: expect.any(Number) }])

@@ -25,7 +25,7 @@ const payloadOf = (bytes: number) => {
   return { operation: 'create', entity: 'Article', id: 1, values: { s: 'x'.repeat(bytes - empty) } }
 }
 const rejects = async (input: unknown, message: RegExp) => {
-  const err = await enqueue(env.runtime.deps, input).catch((e: unknown) => e)
+  const err = await enqueue(env.deps, input).catch((e: unknown) => e)
   expect(err).toBeInstanceOf(EnqueueValidationError)
   expect(String(err)).toMatch(message)
   expect(String(err).length).toBeLessThan(4_000)
@@ -35,7 +35,7 @@ const rejects = async (input: unknown, message: RegExp) => {
 describe('enqueue bounds, at their edges', () => {
   it('takes a payload nested exactly 64 levels and rejects 65', async () => {
     // The payload is level 1 and `values` (the outermost of the nested objects) level 2: 63 objects reach 64.
-    await enqueue(env.runtime.deps, req([withValues(nested(MAX_DEPTH - 1))]))
+    await enqueue(env.deps, req([withValues(nested(MAX_DEPTH - 1))]))
     expect(await count()).toBe(1)
     await env.db.pool.query('DELETE FROM actions_event')
     await rejects(req([withValues(nested(MAX_DEPTH))]), /events\.0\.payload\.values(\.a)+: nested deeper than 64 levels/)
@@ -46,7 +46,7 @@ describe('enqueue bounds, at their edges', () => {
   })
 
   it('takes a payload of exactly 256 KiB and rejects one byte more', async () => {
-    await enqueue(env.runtime.deps, req([{ trigger: 'article_created', payload: payloadOf(MAX_PAYLOAD_BYTES) }]))
+    await enqueue(env.deps, req([{ trigger: 'article_created', payload: payloadOf(MAX_PAYLOAD_BYTES) }]))
     expect(await count()).toBe(1)
     await env.db.pool.query('DELETE FROM actions_event')
     await rejects(req([{ trigger: 'article_created', payload: payloadOf(MAX_PAYLOAD_BYTES + 1) }]), /events\.0\.payload: 262145 bytes serialized, expected at most 262144/)
@@ -59,7 +59,7 @@ describe('enqueue bounds, at their edges', () => {
 
   it('takes 10,000 events and rejects 10,001', async () => {
     const events = (n: number) => Array.from({ length: n }, (_, i) => ({ trigger: 'article_created', payload: createPayload(i) }))
-    await enqueue(env.runtime.deps, req(events(MAX_EVENTS_PER_REQUEST)))
+    await enqueue(env.deps, req(events(MAX_EVENTS_PER_REQUEST)))
     expect(await count()).toBe(MAX_EVENTS_PER_REQUEST)
     await env.db.pool.query('DELETE FROM actions_event')
     await rejects(req(events(MAX_EVENTS_PER_REQUEST + 1)), /events: expected at most 10000 events/)
@@ -91,8 +91,8 @@ describe('hostile enqueue input', () => {
 
   it('rejects an id another project used, naming the index, and writes none of the request', async () => {
     const id = randomUUID()
-    await enqueue(env.runtime.deps, req([{ id, trigger: 'article_created', payload: createPayload() }], 'g'))
-    const err = await enqueue(env.runtime.deps, req([{ trigger: 'article_created', payload: createPayload() }, { id, trigger: 'article_created', payload: createPayload() }])).catch((e: unknown) => e)
+    await enqueue(env.deps, req([{ id, trigger: 'article_created', payload: createPayload() }], 'g'))
+    const err = await enqueue(env.deps, req([{ trigger: 'article_created', payload: createPayload() }, { id, trigger: 'article_created', payload: createPayload() }])).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(EnqueueValidationError)
     expect(String(err)).toMatch(/events\.1\.id: already used by another project/)
     expect((await env.db.pool.query(`SELECT project FROM actions_event`)).rows).toEqual([{ project: 'g' }])

@@ -9,14 +9,14 @@ import { setVariables } from '../../lib/db/variables.js'
 import { STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../../lib/delivery/text.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { startReceiver, type Receiver, type ReceivedRequest } from '../helpers/receiver.js'
-import { captureLogs, testEnv, type TestEnv } from '../helpers/runtime.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
 
 let env: TestEnv
 let rx: Receiver
 let project: string
 let n = 0
 const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-const deps = () => env.runtime.deps
+const deps = () => env.deps
 /** No log line may carry more receiver text than this (the engine's own fields included). */
 const MAX_LOG_LINE_BYTES = 4 * 1024
 
@@ -54,7 +54,7 @@ async function drainAgainst(hostile: Hostile, bad: Record<string, unknown> = {})
   })
   const badIds = await enqueueMany(deps(), project, 'to_bad', 3)
   const goodIds = await enqueueMany(deps(), project, 'to_good', 2)
-  const logs = captureLogs()
+  const logs = env.captureLogs()
   await drainProject(deps(), project, forever).finally(() => logs.restore())
 
   const rows = await states(deps(), project) as Map<string, Row>

@@ -7,14 +7,13 @@ import { createHandler as createEnqueue } from '../../functions/enqueue.js'
 import { createHandler as createSweeper } from '../../functions/sweeper.js'
 import { loadConfig } from '../../lib/config.js'
 import { closeDeps, createDeps, createSqsClient, type Deps } from '../../lib/deps.js'
-import { createRuntime, type Runtime } from '../../lib/lambda.js'
 import { freshDatabase } from '../helpers/db.js'
 import { schemaFor } from '../helpers/events.js'
 import { createContext } from '../helpers/lambda.js'
 import { parseSamples } from '../helpers/prom.js'
 import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from '../helpers/pushgateway.js'
 import { json, startReceiver, type Receiver } from '../helpers/receiver.js'
-import { captureLogs } from '../helpers/runtime.js'
+import { logCapture } from '../helpers/runtime.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 
 const hasPushgateway = requireBinary('prometheus-pushgateway', pushgatewayBinary())
@@ -74,7 +73,7 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
   let rx: Receiver
   let db: Awaited<ReturnType<typeof freshDatabase>>
   let deps: Deps
-  let runtime: Runtime
+  const { log, captureLogs } = logCapture()
 
   beforeAll(async () => {
     silent = await startSilentServer()
@@ -93,8 +92,7 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
     })
     // The client exactly as a cold start builds it, pointed at the silent endpoint.
     const sqs = createSqsClient(config, { endpoint: silent.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
-    deps = createDeps(config, { sqs })
-    runtime = createRuntime(deps)
+    deps = createDeps(config, { sqs, log })
   })
   afterAll(async () => {
     await closeDeps(deps)
@@ -110,7 +108,7 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
     const logs = captureLogs()
     let res: { eventIds: string[] }
     try {
-      res = await within('enqueue', SEND_BOUND_MS + SLACK_MS, createEnqueue(() => runtime)(
+      res = await within('enqueue', SEND_BOUND_MS + SLACK_MS, createEnqueue(() => deps)(
         { project: 'enq', transactionId: TX, events: [1, 2, 3].map(i => ({ trigger: 'to_t', payload: createPayload(i) })) }, createContext(30_000)))
     } finally {
       logs.restore()
@@ -132,7 +130,7 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
       VALUES (gen_random_uuid(), 'swept', gen_random_uuid(), 1, 't', 'to_t', '{}'::jsonb)`)
     const logs = captureLogs()
     try {
-      const res = await within('the sweep', SEND_BOUND_MS + SLACK_MS, createSweeper(() => runtime)({}, createContext(55_000)))
+      const res = await within('the sweep', SEND_BOUND_MS + SLACK_MS, createSweeper(() => deps)({}, createContext(55_000)))
       // Nothing was signalled: the send timed out.
       expect(res.signals).toEqual({})
     } finally {
@@ -157,7 +155,7 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
     })
     const logs = captureLogs()
     try {
-      const res = await within('the dispatch invocation', SEND_BOUND_MS + SLACK_MS, createDispatch(() => runtime)(signalEvent('drained'), createContext(60_000)))
+      const res = await within('the dispatch invocation', SEND_BOUND_MS + SLACK_MS, createDispatch(() => deps)(signalEvent('drained'), createContext(60_000)))
       expect(res).toEqual({ batchItemFailures: [] })
     } finally {
       logs.restore()
@@ -183,12 +181,13 @@ describe('a Pushgateway that accepts connections and never answers', () => {
       DATABASE_URL: db.url, SIGNAL_QUEUE_URL: `${queueless.url}/000000000000/signals`, PUSHGATEWAY_URL: silent.url,
       PUSHGATEWAY_TIMEOUT_MS: '300', SQS_REQUEST_TIMEOUT_MS: '300', SQS_MAX_ATTEMPTS: '1',
     })
-    const deps = createDeps(config, { sqs: createSqsClient(config, { endpoint: queueless.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }) })
+    const { log, captureLogs } = logCapture()
+    const deps = createDeps(config, { log, sqs: createSqsClient(config, { endpoint: queueless.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }) })
     const logs = captureLogs()
     try {
       await schemaFor(deps, 'p', { t: { url: 'http://127.0.0.1:9' } })
       // Push, stale-group listing and the counters push after the invocation: each waits at most 300 ms.
-      const res = await within('the sweep', 3 * 300 + SLACK_MS, createSweeper(() => createRuntime(deps))({}, createContext(55_000)))
+      const res = await within('the sweep', 3 * 300 + SLACK_MS, createSweeper(() => deps)({}, createContext(55_000)))
       expect(res.projects).toBe(1)
       expect(silent.accepted()).toBeGreaterThanOrEqual(2)
       const warned = logs.records().filter(r => r.level === 'warn').map(r => r.msg)

@@ -4,17 +4,18 @@ import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalStack, type LocalStack } from '../../local/stack.js'
 import { freshDatabase } from '../helpers/db.js'
-import { captureLogs } from '../helpers/runtime.js'
+import { logCapture, type CapturedLogs } from '../helpers/runtime.js'
 import { TX } from '../fixtures/schemas.js'
 
 let db: Awaited<ReturnType<typeof freshDatabase>>
 let stack: LocalStack
-let logs: ReturnType<typeof captureLogs>
+let logs: CapturedLogs
 
 beforeAll(async () => {
   db = await freshDatabase()
-  logs = captureLogs()
-  stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn' }, port: 0, sweepIntervalMs: 3_600_000 })
+  const capture = logCapture()
+  logs = capture.captureLogs()
+  stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn' }, port: 0, sweepIntervalMs: 3_600_000, logSink: capture.sink })
 })
 afterAll(async () => {
   await stack.stop()

@@ -1,9 +1,9 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Registry } from 'prom-client'
-import type { Config } from './config.js'
-import type { Logger } from './log.js'
-import { COUNTERS_JOB, type Metrics } from './metrics.js'
+import type { Config } from '../config.js'
+import type { Logger } from '../log.js'
+import { COUNTERS_JOB, SWEEPER_JOB, type Metrics, type SweeperGauges } from '../metrics.js'
 
 /** A grouping-key value unique to this execution environment: Lambda's log stream name, else host, pid and a nonce. */
 export function environmentInstance(config: Pick<Config, 'METRICS_INSTANCE' | 'AWS_LAMBDA_LOG_STREAM_NAME'>): string {
@@ -55,17 +55,17 @@ export async function deleteGroup(baseUrl: string, labels: Record<string, string
   if (!res.ok && res.status !== 404) throw new PushError(`Pushgateway answered ${res.status} to a delete`)
 }
 
-export type CounterPusher = { push(): Promise<void>; instance: string }
+export type CounterPusher = { push(log: Logger): Promise<void>; instance: string }
 
 /**
  * Pushes this environment's cumulative counters under its own grouping key (pushAdd), so concurrent
- * environments never overwrite each other. A failure is logged and counted, never thrown.
+ * environments never overwrite each other. A failure is logged (to the invocation's logger) and counted, never thrown.
  */
-export function createCounterPusher(config: Config, metrics: Metrics, log: Logger): CounterPusher {
+export function createCounterPusher(config: Config, metrics: Metrics): CounterPusher {
   const instance = environmentInstance(config)
   return {
     instance,
-    push: async () => {
+    push: async log => {
       if (!config.PUSHGATEWAY_URL) return
       try {
         await pushRegistry(config.PUSHGATEWAY_URL, metrics.registry, { job: COUNTERS_JOB, instance }, { replace: false, timeoutMs: config.PUSHGATEWAY_TIMEOUT_MS })
@@ -74,5 +74,17 @@ export function createCounterPusher(config: Config, metrics: Metrics, log: Logge
         log.warn('Could not push metrics to the Pushgateway', { error })
       }
     },
+  }
+}
+
+/** Pushes the sweeper's gauges under its own group with replace semantics. A failure is logged and counted, never thrown. */
+export async function pushSweeperGauges(config: Config, metrics: Metrics, gauges: SweeperGauges, log: Logger): Promise<void> {
+  if (!config.PUSHGATEWAY_URL) return
+  try {
+    // Replace semantics: a project gone since the last pass loses its heartbeat series.
+    await pushRegistry(config.PUSHGATEWAY_URL, gauges.registry, { job: SWEEPER_JOB }, { replace: true, timeoutMs: config.PUSHGATEWAY_TIMEOUT_MS })
+  } catch (error) {
+    metrics.pushFailures.inc()
+    log.warn('Could not push sweeper gauges to the Pushgateway', { error })
   }
 }

@@ -1,0 +1,57 @@
+import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm'
+import type middy from '@middy/core'
+import type { Context } from 'aws-lambda'
+import { loadConfig, resolveSecrets } from '../lib/config.js'
+import { createDeps, type Deps } from '../lib/deps.js'
+
+/** Where a handler gets its dependencies: the cold-start ones in Lambda, a test's or the local stack's elsewhere. */
+export type DepsSource = () => Deps | Promise<Deps>
+
+let cached: Promise<Deps> | undefined
+
+/**
+ * Builds the dependencies once per cold start from the validated environment (reading DATABASE_URL
+ * from SSM when the template names a parameter); a bad environment fails the cold start with every problem.
+ */
+export function coldStartDeps(): Promise<Deps> {
+  cached ??= (async () => {
+    const env = await resolveSecrets(process.env, ssmParameterReader(() => new SSMClient({})))
+    return createDeps(loadConfig(env))
+  })()
+  // A failed cold start must not be cached: the next invocation tries again.
+  cached.catch(() => { cached = undefined })
+  return cached
+}
+
+/** Reads a SecureString with a client used once (cold start only). */
+export function ssmParameterReader(client: () => SSMClient) {
+  return async (name: string): Promise<string | undefined> => {
+    const ssm = client()
+    try {
+      const out = await ssm.send(new GetParameterCommand({ Name: name, WithDecryption: true }))
+      return out.Parameter?.Value
+    } finally {
+      ssm.destroy()
+    }
+  }
+}
+
+/**
+ * This invocation's view of the cold-start dependencies: every line its logger writes (EMF lines
+ * included) carries the Lambda request id, so an on-call can group one invocation's lines.
+ */
+export function forInvocation(deps: Deps, context: Pick<Context, 'awsRequestId'>): Deps {
+  return { ...deps, log: deps.log.child({ awsRequestId: context.awsRequestId }) }
+}
+
+/** middy middleware: flush this environment's metrics to every enabled sink after every invocation, success or failure. */
+export function flushMetricsAfter(source: DepsSource): middy.MiddlewareObj<unknown, unknown, Error, Context> {
+  const flush = async (request: middy.Request<unknown, unknown, Error, Context>) => {
+    // A failed cold start has no sinks; its error is the invocation's, not this middleware's.
+    const deps = await Promise.resolve().then(source).catch(() => undefined)
+    if (!deps) return
+    // The sinks log and swallow their own failures; none may fail the invocation.
+    await deps.sinks.flush(forInvocation(deps, request.context).log)
+  }
+  return { after: flush, onError: flush }
+}

@@ -1,0 +1,197 @@
+import type { Registry } from 'prom-client'
+import type { Fields, Logger } from '../log.js'
+import { PROJECT_LABEL, type Metrics, type SweeperGauges } from '../metrics.js'
+
+/**
+ * What this engine writes as CloudWatch Embedded Metric Format lines (when `CLOUDWATCH_METRICS` is
+ * on), so the README table and the tests hold the writer to one list.
+ *
+ * - `delta`: what a Prometheus counter of this execution environment gained during the invocation;
+ *   CloudWatch adds the lines up, so use `Sum` per period for rates.
+ * - `values`: every observation of the invocation (one per delivered batch), so all statistics and
+ *   percentiles are real.
+ * - `absolute`: the sweeper's exact gauges, written every pass for every active project (zeros
+ *   included), so missing data on them means the sweeper is not running. The heartbeat timestamp is
+ *   left out: CloudWatch alarms cannot compare a value with "now".
+ */
+export const EMF_METRICS = [
+  { name: 'EventsEnqueued', source: 'contember_actions_events_enqueued_total', kind: 'delta', unit: 'Count', dimensions: ['Project'], statistic: 'Sum', meaning: 'events written by enqueue' },
+  { name: 'EventsSucceeded', source: 'contember_actions_events_succeeded_total', kind: 'delta', unit: 'Count', dimensions: ['Project'], statistic: 'Sum', meaning: 'events delivered (terminal)' },
+  { name: 'DeliveryAttemptsFailed', source: 'contember_actions_delivery_attempts_failed_total', kind: 'delta', unit: 'Count', dimensions: ['Project'], statistic: 'Sum', meaning: 'failed delivery attempts, retried ones included' },
+  { name: 'EventsFailed', source: 'contember_actions_events_failed_total', kind: 'delta', unit: 'Count', dimensions: ['Project'], statistic: 'Sum', meaning: 'events terminally failed (attempts exhausted or unknown target)' },
+  { name: 'WorkerCrashed', source: 'contember_actions_worker_crashed_total', kind: 'delta', unit: 'Count', dimensions: ['Project'], statistic: 'Sum', meaning: 'dispatch invocations that crashed' },
+  { name: 'MetricsPushFailed', source: 'contember_actions_metrics_push_failed_total', kind: 'delta', unit: 'Count', dimensions: [], statistic: 'Sum', meaning: 'failed pushes to the Pushgateway' },
+  { name: 'DeliveryDuration', source: 'contember_actions_delivery_duration_seconds', kind: 'values', unit: 'Seconds', dimensions: ['Project'], statistic: 'p99, Maximum, Average', meaning: 'duration of webhook delivery requests (one per batch)' },
+  { name: 'DueEvents', source: 'contember_actions_due_events', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'State'], statistic: 'Maximum', meaning: 'events due for delivery now, counted by the sweeper' },
+  { name: 'OldestDueEventAgeSeconds', source: 'contember_actions_oldest_due_event_age_seconds', kind: 'absolute', unit: 'Seconds', dimensions: ['Project'], statistic: 'Maximum', meaning: 'age of the oldest due event (time since it became due)' },
+  { name: 'FailedEvents', source: 'contember_actions_failed_events', kind: 'absolute', unit: 'Count', dimensions: ['Project'], statistic: 'Maximum', meaning: 'events in the terminal failed state, awaiting an operator' },
+] as const
+
+export type EmfUnit = (typeof EMF_METRICS)[number]['unit']
+
+/** EMF allows at most 100 values per metric in one document; more go into further documents. */
+export const MAX_VALUES_PER_METRIC = 100
+/**
+ * Durations kept between two flushes. One invocation delivers far fewer batches than this; the cap
+ * only keeps a runaway (or a flush that never comes) from growing memory without bound.
+ */
+export const MAX_BUFFERED_DURATIONS = 10_000
+
+/** Prometheus label → CloudWatch dimension (today's names; other labels become PascalCase). */
+const DIMENSION_NAMES: Record<string, string> = { [PROJECT_LABEL]: 'Project', state: 'State' }
+const NAME_PREFIX = 'contember_actions_'
+
+/** The values of one metric under one set of dimension values. */
+export type Datum = { name: string; unit: EmfUnit; dimensions: Record<string, string>; values: number[] }
+
+/**
+ * EMF documents for `data`: one per set of dimension values (a document holds one value per
+ * dimension key), and further ones when a metric has more than 100 values. Each is one log line.
+ */
+export function emfDocuments(namespace: string, timestamp: number, data: readonly Datum[]): Fields[] {
+  type Group = { dimensions: Record<string, string>; metrics: Map<string, { unit: EmfUnit; values: number[] }> }
+  const groups = new Map<string, Group>()
+  for (const d of data) {
+    if (d.values.length === 0) continue
+    const key = JSON.stringify(Object.entries(d.dimensions).sort(([a], [b]) => a.localeCompare(b)))
+    const group = groups.get(key) ?? { dimensions: d.dimensions, metrics: new Map() }
+    groups.set(key, group)
+    const metric = group.metrics.get(d.name) ?? { unit: d.unit, values: [] }
+    group.metrics.set(d.name, metric)
+    metric.values.push(...d.values)
+  }
+  const docs: Fields[] = []
+  for (const { dimensions, metrics } of groups.values()) {
+    const longest = Math.max(...[...metrics.values()].map(m => m.values.length))
+    for (let from = 0; from < longest; from += MAX_VALUES_PER_METRIC) {
+      const part = [...metrics].map(([name, m]) => ({ name, unit: m.unit, values: m.values.slice(from, from + MAX_VALUES_PER_METRIC) })).filter(m => m.values.length > 0)
+      docs.push({
+        _aws: {
+          Timestamp: timestamp,
+          CloudWatchMetrics: [{ Namespace: namespace, Dimensions: [Object.keys(dimensions)], Metrics: part.map(m => ({ Name: m.name, Unit: m.unit })) }],
+        },
+        ...dimensions,
+        ...Object.fromEntries(part.map(m => [m.name, m.values.length === 1 ? m.values[0] : m.values])),
+      })
+    }
+  }
+  return docs
+}
+
+export type EmfSink = {
+  /** The registry's view whose delivery durations are also kept raw (Prometheus histograms keep buckets only). */
+  tap(metrics: Metrics): Metrics
+  /** Writes what the counters gained and every duration observed since the last flush. Never throws. */
+  flush(registry: Registry, log: Logger): Promise<void>
+  /** Writes the sweeper's gauges as absolute values. Never throws. */
+  gauges(gauges: SweeperGauges, log: Logger): Promise<void>
+}
+
+/**
+ * Writes metrics as EMF lines through the invocation's logger (stdout in Lambda): CloudWatch Logs
+ * turns them into metrics, with no API call, no IAM permission and no added latency.
+ */
+export function createEmfSink(namespace: string): EmfSink {
+  const deltas = counterDeltas()
+  let durations = new Map<string, number[]>()
+  let buffered = 0
+  let dropped = 0
+  const write = (data: Datum[], log: Logger) => {
+    for (const doc of emfDocuments(namespace, Date.now(), data)) log.emit(doc)
+  }
+  return {
+    tap: metrics => ({
+      ...metrics,
+      forProject: project => {
+        const view = metrics.forProject(project)
+        return {
+          ...view,
+          deliveryDuration: seconds => {
+            view.deliveryDuration(seconds)
+            if (buffered >= MAX_BUFFERED_DURATIONS) return void dropped++
+            buffered++
+            const list = durations.get(project) ?? []
+            durations.set(project, list)
+            list.push(seconds)
+          },
+        }
+      },
+    }),
+    flush: async (registry, log) => {
+      const taken = durations
+      const lost = dropped
+      durations = new Map()
+      buffered = dropped = 0
+      try {
+        const data = await deltas(registry)
+        for (const [project, values] of taken) data.push({ name: 'DeliveryDuration', unit: 'Seconds', dimensions: { Project: project }, values })
+        write(data, log)
+        if (lost > 0) log.warn('Dropped delivery durations beyond the EMF buffer', { dropped: lost })
+      } catch (error) {
+        log.warn('Could not write EMF metrics', { error })
+      }
+    },
+    gauges: async (gauges, log) => {
+      try {
+        write(await gaugeData(gauges), log)
+      } catch (error) {
+        log.warn('Could not write EMF metrics', { error })
+      }
+    },
+  }
+}
+
+/** The CloudWatch name of a Prometheus metric: prefix and `_total`/`_seconds` suffix dropped, PascalCase. */
+export function cloudWatchName(promName: string): string {
+  return pascalCase(promName.replace(NAME_PREFIX, '').replace(/_(total|seconds)$/, ''))
+}
+
+/** Reads what every counter series gained since the previous read; a smaller value means a reset, all of it new. */
+function counterDeltas(): (registry: Registry) => Promise<Datum[]> {
+  const last = new Map<string, number>()
+  return async registry => {
+    const out: Datum[] = []
+    for (const metric of await registry.getMetricsAsJSON()) {
+      // The typings declare a numeric enum, the runtime carries 'counter', 'histogram', ...
+      if (String(metric.type) !== 'counter') continue
+      for (const v of metric.values) {
+        const dimensions = dimensionsOf(v.labels)
+        const key = metric.name + JSON.stringify(Object.entries(dimensions).sort(([a], [b]) => a.localeCompare(b)))
+        const before = last.get(key) ?? 0
+        last.set(key, v.value)
+        const delta = v.value < before ? v.value : v.value - before
+        if (delta > 0) out.push({ name: cloudWatchName(metric.name), unit: 'Count', dimensions, values: [delta] })
+      }
+    }
+    return out
+  }
+}
+
+/** The sweeper gauges written as absolute values (the heartbeat is left out, see EMF_METRICS). */
+const GAUGES = [
+  { key: 'dueEvents', name: 'DueEvents', unit: 'Count' },
+  { key: 'oldestDueAge', name: 'OldestDueEventAgeSeconds', unit: 'Seconds' },
+  { key: 'failedEvents', name: 'FailedEvents', unit: 'Count' },
+] as const satisfies ReadonlyArray<{ key: keyof SweeperGauges; name: string; unit: EmfUnit }>
+
+async function gaugeData(gauges: SweeperGauges): Promise<Datum[]> {
+  const out: Datum[] = []
+  for (const g of GAUGES) {
+    const { values } = await gauges[g.key].get()
+    for (const v of values) out.push({ name: g.name, unit: g.unit, dimensions: dimensionsOf(v.labels), values: [v.value] })
+  }
+  return out
+}
+
+function dimensionsOf(labels: Record<string, string | number | undefined>): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(labels)) {
+    // CloudWatch rejects empty dimension values; an empty label carries nothing anyway.
+    if (value !== undefined && value !== '') out[DIMENSION_NAMES[name] ?? pascalCase(name)] = String(value)
+  }
+  return out
+}
+
+function pascalCase(snake: string): string {
+  return snake.split('_').filter(Boolean).map(w => w.charAt(0).toUpperCase() + w.slice(1)).join('')
+}

@@ -1,0 +1,39 @@
+import type { Config } from '../config.js'
+import type { Logger } from '../log.js'
+import type { Metrics, SweeperGauges } from '../metrics.js'
+import { createEmfSink } from './emf.js'
+import { createCounterPusher, pushSweeperGauges } from './push.js'
+
+/** Every enabled metric sink of this environment behind one entry point: the Pushgateway and EMF lines. */
+export type MetricSinks = {
+  /** This environment's grouping-key instance (the sweeper never deletes its own group as stale). */
+  instance: string
+  /** End of an invocation: counters (and EMF durations) to every enabled sink. Never throws. */
+  flush(log: Logger): Promise<void>
+  /** The sweeper's gauges to every enabled sink, once per pass. Never throws. */
+  gauges(gauges: SweeperGauges, log: Logger): Promise<void>
+}
+
+/**
+ * Builds the sinks the config enables: the Pushgateway when PUSHGATEWAY_URL is set, EMF lines when
+ * CLOUDWATCH_METRICS is on. Returns the metrics to record into (EMF keeps raw durations beside them).
+ */
+export function createMetricSinks(config: Config, base: Metrics): { metrics: Metrics; sinks: MetricSinks } {
+  const emf = config.CLOUDWATCH_METRICS ? createEmfSink(config.CLOUDWATCH_NAMESPACE) : undefined
+  const metrics = emf ? emf.tap(base) : base
+  const pusher = createCounterPusher(config, metrics)
+  return {
+    metrics,
+    sinks: {
+      instance: pusher.instance,
+      flush: async log => {
+        // The push first: a failed push is counted, and that count goes out in this invocation's EMF line.
+        await pusher.push(log)
+        await emf?.flush(metrics.registry, log)
+      },
+      gauges: async (gauges, log) => {
+        await Promise.all([pushSweeperGauges(config, metrics, gauges, log), emf?.gauges(gauges, log)])
+      },
+    },
+  }
+}
