@@ -38,9 +38,10 @@ const MAX_UNRECORDED = 2_000
 const PREFETCH_EVENTS = 256
 /**
  * Delay of the signal left by a drain that stopped for time without moving anything: an immediate one
- * would start the same fruitless drain again at once, forever.
+ * would start the same fruitless drain again at once, forever (a target no invocation can hold). Short,
+ * because the usual cause is an invocation that reached this project late and a fresh one will fit.
  */
-const NO_PROGRESS_DELAY_SECONDS = 30
+const NO_PROGRESS_DELAY_SECONDS = 5
 
 type Claimed = { batch: ClaimedBatch; target: WebhookTarget; claimedAt: number }
 

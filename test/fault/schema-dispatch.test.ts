@@ -85,8 +85,9 @@ async function driveBySignals(p: string, opts: DrainOptions, ms: number): Promis
   let drains = 0
   const end = Date.now() + ms
   while (Date.now() < end) {
+    // Signals of other projects (delayed ones left by earlier tests) are not this project's drains.
     for (const signal of await env.queue.drain()) {
-      expect(signal).toEqual({ project: p })
+      if (JSON.stringify(signal) !== JSON.stringify({ project: p })) continue
       await drainProject(deps(), p, opts)
       drains++
     }
@@ -145,7 +146,7 @@ describe('a stored schema the engine cannot run', () => {
       expect(({} as Record<string, unknown>).events).toBeUndefined()
 
       // No loop: the held events are no work for a signal, so signals lead to one drain, then none.
-      expect(await driveBySignals(project, forever, 1500)).toBe(1)
+      expect(await driveBySignals(project, forever, 2500)).toBe(1)
       expect(env.queue.delayed()).toEqual([])
       expect(await heldCount(project)).toBe(2)
 
@@ -185,11 +186,11 @@ describe('a stored schema the engine cannot run', () => {
 
     // The next drain moves nothing: it leaves a delayed signal, not an immediate one.
     const again = await drainProject(deps(), project, short)
-    expect(again).toMatchObject({ succeeded: 0, batches: 0, stop: 'time', signal: { delaySeconds: 30 } })
+    expect(again).toMatchObject({ succeeded: 0, batches: 0, stop: 'time', signal: { delaySeconds: 5 } })
     expect(await env.queue.drain()).toEqual([])
-    expect(env.queue.delayed()).toEqual([{ body: { project }, delaySeconds: 30 }])
+    expect(env.queue.delayed()).toEqual([{ body: { project }, delaySeconds: 5 }])
     // Driven by signals for a while: one drain per signal that becomes visible, no spinning.
-    expect(await driveBySignals(project, short, 1500)).toBe(1)
+    expect(await driveBySignals(project, short, 2500)).toBe(1)
     expect(await snapshot(bad)).toEqual(before)
 
     // An invocation with enough time delivers them, each once.
