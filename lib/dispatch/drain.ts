@@ -85,6 +85,13 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   const bytes = createByteBudget(deps.config.DISPATCH_MAX_CLAIMED_BYTES)
   let claiming: Promise<void> | undefined
   let exhausted = false
+  // Counts events that may have become claimable (a delivery finished, claims went back): a claim that
+  // ran meanwhile may have missed them, so it cannot call the project exhausted.
+  let changes = 0
+  const changed = () => {
+    changes++
+    exhausted = false
+  }
   // Some target's events were left because its timeout no longer fits: the drain stops for time.
   let leftForTime = held.tooSlow.size > 0
   let outOfTime = false
@@ -108,6 +115,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       }
       // Events of held and too slow targets wait; only a target missing from the schema fails.
       const waiting = [...targets.keys()].filter(name => !ready.some(t => t.name === name))
+      const changesBefore = changes
       const claimed = await claimBatches(deps.db, project, ready.map(claimConfigOf), want, {
         waiting, budgetBytes: bytes.left(), atLeastOne: bytes.held() === 0,
       })
@@ -119,15 +127,16 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
         if (target) queue.push({ batch, target, claimedAt })
       }
       // Fewer batches than asked means nothing else is claimable right now (or the budget is spent).
-      exhausted = claimed.batches.length < want && claimed.unknownTarget.length === 0
+      exhausted = claimed.batches.length < want && claimed.unknownTarget.length === 0 && changes === changesBefore
     })().catch(e => { failure ??= e }).finally(() => { claiming = undefined })
     return claiming
   }
 
-  /** Hands claims back without an attempt; their bytes are free at once. */
-  const release = (claims: Claimed[]) => {
+  /** Hands claims back without an attempt; their bytes are free at once, their events claimable once released. */
+  const release = async (claims: Claimed[]) => {
     for (const c of claims) bytes.freed(c.batch)
-    return releaseClaims(deps.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+    await releaseClaims(deps.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+    changed()
   }
   /** Removes and returns the queued claims that match. */
   const takeQueued = (matches: (c: Claimed) => boolean): Claimed[] => {
@@ -183,7 +192,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       delivering--
       bytes.freed(next.batch)
       // Something finished: events retried soon or released by others may be claimable again.
-      exhausted = false
+      changed()
       notify()
     }
     return true

@@ -39,7 +39,8 @@ async function tally(project: string) {
 describe('a drain that fails', () => {
   it('releases its queued claims at once when a bug throws mid-drain', async () => {
     const project = 'bug'
-    await schemaFor(deps(), project, { t: { url: rx.url, timeoutMs: 1000 } })
+    // A lease of 6 s: the batch under way when the bug hits is still leased when the test looks.
+    await schemaFor(deps(), project, { t: { url: rx.url, timeoutMs: 5000 } })
     const ids = await enqueueMany(deps(), project, 'to_t', 60)
     let calls = 0
     const failing = { ...forever, onBatch: () => { if (++calls === 1) throw new Error('a bug in a hook') } }
