@@ -209,7 +209,8 @@ describe('claim and deliver', () => {
     expect(waiting.length).toBe(40 - res.succeeded)
     // Nothing stays leased: the continuation can take every remaining event at once, none charged an attempt.
     expect(waiting.every(r => r.due && r.num_retries === 0)).toBe(true)
-    expect(await env.queue.drain()).toEqual([{ project }])
+    // Earlier tests' retries leave delayed signals of their own projects, which may become visible by now.
+    expect((await env.queue.drain()).filter(s => JSON.stringify(s).includes(`"${project}"`))).toEqual([{ project }])
   })
 
   it('keeps every worker for events that arrive while a delivery is under way', async () => {
