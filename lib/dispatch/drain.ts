@@ -212,7 +212,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
     if (failure) throw failure
   } finally {
     // A drain that fails hands its unstarted claims back at once instead of leaving them to their leases.
-    if (queue.length > 0) await release(queue.splice(0)).catch(error => log.error('Could not release unstarted claims; their leases will', { error }))
+    if (queue.length > 0) await release(queue.splice(0)).catch(error => log.error('Could not release unstarted claims; they become due when their leases end', { error }))
     // Whatever was delivered is written, even when the drain stops on an error.
     await recorder.flush()
   }
