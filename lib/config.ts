@@ -50,6 +50,12 @@ export const configSchema = z.object({
   MAX_TARGET_TIMEOUT_MS: positiveInt(DEFAULT_MAX_TARGET_TIMEOUT_MS),
   /** A claim lease lasts the target's timeout plus this margin. */
   LEASE_MARGIN_MS: positiveInt(30_000),
+  /**
+   * Payload bytes (serialized) one drain may hold in claimed events, queued and in flight. Parsed
+   * events and request bodies cost a few times their payload bytes, so 64 MiB leaves a 512 MB
+   * function room to spare. A single batch larger than this is still taken when nothing else is held.
+   */
+  DISPATCH_MAX_CLAIMED_BYTES: positiveInt(64 * 1024 * 1024),
   /** How many dispatch invocations may run at once (the SQS event source's maximumConcurrency). */
   DISPATCH_MAX_CONCURRENCY: positiveInt(4),
   /** Due events per extra signal the sweeper sends for one project. */

@@ -53,6 +53,11 @@ export function createMetrics() {
     name: 'contember_actions_metrics_push_failed_total',
     help: 'Total number of failed pushes of this environment\'s metrics to the Pushgateway (pushed with the next successful one).',
   })
+  const targetsHeld = new Counter({
+    registers, labelNames,
+    name: 'contember_actions_targets_held_total',
+    help: 'Total number of times a drain held back a target of the stored schema (its events wait, unclaimed: the target breaks a limit or its timeout does not fit the invocation), by contember_project.',
+  })
   const forProject = (project: string) => {
     const labels = { [PROJECT_LABEL]: project }
     // Zero increments would create a series with value 0 for every project touched; the seed avoids that.
@@ -64,6 +69,7 @@ export function createMetrics() {
       failed: add(eventsFailed),
       crashed: () => workerCrashed.inc(labels, 1),
       deliveryDuration: (seconds: number) => deliveryDuration.observe(labels, seconds),
+      targetsHeld: add(targetsHeld),
     }
   }
   return { registry, forProject, pushFailures, counters: { eventsEnqueued, eventsSucceeded, deliveryAttemptsFailed, eventsFailed, workerCrashed } }

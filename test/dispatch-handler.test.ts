@@ -92,7 +92,7 @@ describe('the dispatch function', () => {
     expect(rx.eventIds()).toHaveLength(2)
   })
 
-  it('stops when the remaining time is shorter than the next timeout plus the margin, and leaves a continuation signal', async () => {
+  it('stops when the remaining time is shorter than the next timeout plus the margin, and leaves a delayed signal, never an immediate one', async () => {
     await schemaFor(deps(), 'slow', { t: { url: rx.url, timeoutMs: 2000 } })
     await enqueueMany(deps(), 'slow', 'to_t', 3)
     await env.queue.drain()
@@ -100,7 +100,10 @@ describe('the dispatch function', () => {
     const res = await handler(sqsEvent('{"project":"slow"}'), createContext(2_500))
     expect(res).toEqual({ batchItemFailures: [] })
     expect(rx.requests).toHaveLength(0)
-    expect(await env.queue.drain()).toEqual([{ project: 'slow' }])
+    // Nothing moved: an immediate signal would start the same fruitless drain at once, forever.
+    expect(await env.queue.drain()).toEqual([])
+    expect(env.queue.delayed()).toEqual([{ body: { project: 'slow' }, delaySeconds: 5 }])
+    env.queue.server.reset()
     const more = await handler(sqsEvent('{"project":"slow"}'), createContext(60_000))
     expect(more).toEqual({ batchItemFailures: [] })
     expect(rx.eventIds()).toHaveLength(3)

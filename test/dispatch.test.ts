@@ -86,7 +86,7 @@ describe('claim and deliver', () => {
     expect(rx.requests).toHaveLength(0)
   })
 
-  it('fails an event whose target left the schema without attempting it, and moves on', async () => {
+  it('fails an event whose target left the schema without a request, counting the attempt as upstream does, and moves on', async () => {
     await schemaFor(deps(), project, { gone: { url: rx.url }, kept: { url: rx.url + '/kept' } })
     const lost = await enqueueMany(deps(), project, 'to_gone', 2)
     const kept = await enqueueMany(deps(), project, 'to_kept', 1)
@@ -99,12 +99,13 @@ describe('claim and deliver', () => {
     for (const r of rows.rows) {
       expect(r.state).toBe('failed')
       expect(r.resolved_at).not.toBeNull()
-      expect(r.num_retries).toBe(0)
-      expect(r.log[0].errorMessage).toBe('Target gone not found')
+      expect(r.num_retries).toBe(1)
+      // Upstream's entry exactly: no durationMs, since no request was made.
+      expect(r.log).toEqual([{ ok: false, errorMessage: 'Event target gone not found, stopping.' }])
     }
     const errors = logs.records().filter(r => r.level === 'error')
     expect(errors.map(e => e.eventId).sort()).toEqual([...lost].sort())
-    expect(errors[0]).toMatchObject({ target: 'gone', msg: expect.stringMatching(/not in the schema/) })
+    expect(errors[0]).toMatchObject({ target: 'gone', msg: 'Action event failed permanently, its target is not in the schema' })
     expect(await counter('contember_actions_events_failed_total')).toBe(2)
     expect(await counter('contember_actions_delivery_attempts_failed_total')).toBe(0)
   })
@@ -208,7 +209,8 @@ describe('claim and deliver', () => {
     expect(waiting.length).toBe(40 - res.succeeded)
     // Nothing stays leased: the continuation can take every remaining event at once, none charged an attempt.
     expect(waiting.every(r => r.due && r.num_retries === 0)).toBe(true)
-    expect(await env.queue.drain()).toEqual([{ project }])
+    // Earlier tests' retries leave delayed signals of their own projects, which may become visible by now.
+    expect((await env.queue.drain()).filter(s => JSON.stringify(s).includes(`"${project}"`))).toEqual([{ project }])
   })
 
   it('keeps every worker for events that arrive while a delivery is under way', async () => {

@@ -5,59 +5,85 @@ import type { EventRow } from './events.js'
 export type TargetClaimConfig = { name: string; batchSize: number; leaseMs: number }
 
 /** Events of one target claimed together, most urgent first; each row's `visible_at` is its lease, the fencing token of its record. */
-export type ClaimedBatch = { target: string; events: EventRow[] }
+export type ClaimedBatch = { target: string; events: EventRow[]; /** Payload bytes, serialized: what holding the batch costs. */ bytes: number }
+
+/** What one claim may take besides its batch count. */
+export type ClaimLimits = {
+  /** Targets in the schema whose events must wait (held back, or too slow for the time left): neither claimed nor failed. */
+  waiting: readonly string[]
+  /** Payload bytes the claimed batches may add up to. */
+  budgetBytes: number
+  /** Take the first batch even when it alone crosses the budget, so an oversized batch cannot stall a drain holding nothing. */
+  atLeastOne: boolean
+}
 
 export type ClaimResult = {
   batches: ClaimedBatch[]
-  /** Events whose target is not in the schema: already failed terminally by the claim, never attempted. */
+  /** Events whose target is not in the schema: already failed terminally by the claim, without a request. */
   unknownTarget: EventRow[]
 }
 
 const EVENT_COLUMNS = `e.id, e.project, e.transaction_id, e.created_at, e.resolved_at, e.visible_at, e.num_retries, e.state,
   e.last_state_change, e.stage, e.schema_version, e.target, e.trigger, e.priority, e.payload, e.identity_id, e.ip_address, e.user_agent`
 
-/** $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most. */
+/**
+ * $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most,
+ * $7 targets whose events wait, $8 payload byte budget, $9 batches taken whatever the budget (0 or 1).
+ */
 export const CLAIM_SQL = `WITH cfg AS (
     SELECT * FROM unnest($2::text[], $3::int[], $4::int[]) AS c(target, batch_size, lease_ms)
   ),
   candidates AS (
-    SELECT id, target, priority, visible_at
+    SELECT id, target, priority, visible_at, octet_length(payload::text) AS bytes
     FROM actions_event
     WHERE project = $1 AND state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+      AND target <> ALL($7::text[])
     ORDER BY priority DESC, visible_at
     LIMIT $5
     FOR NO KEY UPDATE SKIP LOCKED
   ),
   ranked AS (
-    SELECT c.id, c.target, cfg.batch_size, cfg.lease_ms,
+    SELECT c.id, c.target, c.bytes, cfg.batch_size, cfg.lease_ms,
            row_number() OVER (ORDER BY c.priority DESC, c.visible_at, c.id) AS pos,
            (row_number() OVER (PARTITION BY c.target ORDER BY c.priority DESC, c.visible_at, c.id) - 1) / coalesce(cfg.batch_size, 1) AS chunk
     FROM candidates c LEFT JOIN cfg ON cfg.target = c.target
   ),
-  batches AS (
-    SELECT target, chunk, min(pos) AS first_pos
+  sized AS (
+    SELECT target, chunk, min(pos) AS first_pos, sum(bytes) AS bytes
     FROM ranked WHERE batch_size IS NOT NULL
     GROUP BY target, chunk
     ORDER BY min(pos)
     LIMIT $6
   ),
+  batches AS (
+    -- Batches in claim order while their running byte total stays within the budget.
+    SELECT target, chunk, first_pos FROM (
+      SELECT target, chunk, first_pos,
+             sum(bytes) OVER (ORDER BY first_pos) AS running_bytes,
+             row_number() OVER (ORDER BY first_pos) AS n
+      FROM sized
+    ) s
+    WHERE running_bytes <= $8 OR n <= $9
+  ),
   picked AS (
-    SELECT r.id, r.pos, r.lease_ms, b.first_pos FROM ranked r JOIN batches b USING (target, chunk)
+    SELECT r.id, r.pos, r.bytes, r.lease_ms, b.first_pos FROM ranked r JOIN batches b USING (target, chunk)
     UNION ALL
-    SELECT r.id, r.pos, NULL, NULL FROM ranked r WHERE r.batch_size IS NULL
+    SELECT r.id, r.pos, r.bytes, NULL, NULL FROM ranked r WHERE r.batch_size IS NULL
   )
   UPDATE actions_event e SET
     state = CASE WHEN p.first_pos IS NULL THEN 'failed' ELSE 'processing' END::actions_event_state,
     visible_at = CASE WHEN p.first_pos IS NULL THEN e.visible_at
                       ELSE date_trunc('milliseconds', now() + p.lease_ms * interval '1 millisecond') END,
     resolved_at = CASE WHEN p.first_pos IS NULL THEN now() ELSE e.resolved_at END,
+    -- Upstream's unknown-target failure: the attempt counts, the entry has no durationMs (no request was made).
+    num_retries = CASE WHEN p.first_pos IS NULL THEN e.num_retries + 1 ELSE e.num_retries END,
     log = CASE WHEN p.first_pos IS NULL
-               THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'Target ' || e.target || ' not found', 'durationMs', 0))
+               THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'Event target ' || e.target || ' not found, stopping.'))
                ELSE e.log END,
     last_state_change = now()
   FROM picked p
   WHERE e.id = p.id
-  RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos`
+  RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos, p.bytes`
 
 /**
  * Claims up to `maxBatches` batches of a project's due events in one statement, as if taken one by one:
@@ -66,29 +92,35 @@ export const CLAIM_SQL = `WITH cfg AS (
  * concurrent dispatchers never claim the same event, and the statement commits on its own, so no lock
  * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond,
  * so the value read back is an exact fencing token). Due events of targets missing from the schema are
- * failed terminally in the same statement.
+ * failed terminally in the same statement (upstream's rule: the attempt counts, no request is made).
+ * Events of `limits.waiting` targets are left as they are. Batches stop before their payload bytes
+ * would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`.
  */
-export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number): Promise<ClaimResult> {
+export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {
   const window = maxBatches * Math.max(1, ...targets.map(t => t.batchSize))
-  const { rows } = await db.query<EventRow & { first_pos: string | null; pos: string }>({
+  const { rows } = await db.query<EventRow & { first_pos: string | null; pos: string; bytes: number }>({
     // Prepared once per connection: under load the claim runs hundreds of times a second.
     name: 'actions_claim',
     text: CLAIM_SQL,
-    values: [project, targets.map(t => t.name), targets.map(t => t.batchSize), targets.map(t => t.leaseMs), window, maxBatches],
+    values: [
+      project, targets.map(t => t.name), targets.map(t => t.batchSize), targets.map(t => t.leaseMs), window, maxBatches,
+      limits.waiting, limits.budgetBytes, limits.atLeastOne ? 1 : 0,
+    ],
   })
   const unknownTarget: EventRow[] = []
-  const byBatch = new Map<string, { target: string; first: number; events: Array<{ pos: number; row: EventRow }> }>()
-  for (const { first_pos, pos, ...row } of rows) {
+  const byBatch = new Map<string, { target: string; first: number; bytes: number; events: Array<{ pos: number; row: EventRow }> }>()
+  for (const { first_pos, pos, bytes, ...row } of rows) {
     if (first_pos === null) {
       unknownTarget.push(row)
       continue
     }
     let batch = byBatch.get(first_pos)
-    if (!batch) byBatch.set(first_pos, batch = { target: row.target, first: Number(first_pos), events: [] })
+    if (!batch) byBatch.set(first_pos, batch = { target: row.target, first: Number(first_pos), bytes: 0, events: [] })
+    batch.bytes += bytes
     batch.events.push({ pos: Number(pos), row })
   }
   const batches = [...byBatch.values()]
     .sort((a, b) => a.first - b.first)
-    .map(b => ({ target: b.target, events: b.events.sort((x, y) => x.pos - y.pos).map(x => x.row) }))
+    .map(b => ({ target: b.target, bytes: b.bytes, events: b.events.sort((x, y) => x.pos - y.pos).map(x => x.row) }))
   return { batches, unknownTarget }
 }

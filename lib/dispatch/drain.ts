@@ -11,6 +11,7 @@ import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics.js'
 import { MAX_DELAY_SECONDS } from '../signals.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
+import { targetProblems } from '../schema/limits.js'
 import { createRecorder } from './recorder.js'
 
 export type DrainOptions = {
@@ -35,6 +36,12 @@ export type DrainResult = {
 const MAX_UNRECORDED = 2_000
 /** Events claimed ahead of the workers (at least two batches per worker). */
 const PREFETCH_EVENTS = 256
+/**
+ * Delay of the signal left by a drain that stopped for time without moving anything: an immediate one
+ * would start the same fruitless drain again at once, forever (a target no invocation can hold). Short,
+ * because the usual cause is an invocation that reached this project late and a fresh one will fit.
+ */
+const NO_PROGRESS_DELAY_SECONDS = 5
 
 type Claimed = { batch: ClaimedBatch; target: WebhookTarget; claimedAt: number }
 
@@ -43,19 +50,22 @@ const timeoutOf = (t: WebhookTarget) => t.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
 /**
  * Delivers a project's due events until nothing is due or the invocation runs short of time.
  * DISPATCH_CONCURRENCY workers deliver batches side by side from a small queue of claimed batches,
- * which one claim statement at a time refills ahead of need; outcomes are recorded many per
- * statement. Leaves a continuation signal when it stops for time with work left, or one delayed
- * signal for the next retry due within 15 minutes.
+ * which one claim statement at a time refills ahead of need, within DISPATCH_MAX_CLAIMED_BYTES of
+ * payload; outcomes are recorded many per statement. Targets the drain cannot run (see
+ * {@link holdBack}) are left alone, and every other target proceeds. Leaves a continuation signal
+ * when it stops for time with work left, or one delayed signal for the next retry due within 15 minutes.
  */
 export async function drainProject(deps: Deps, project: string, opts: DrainOptions): Promise<DrainResult> {
   const log = deps.log.child({ project })
   const metrics = deps.metrics.forProject(project)
   const [stored, variables] = await Promise.all([getCurrentSchema(deps.db, project), fetchVariables(deps.db, project)])
   const targets = new Map(Object.values(stored?.schema.targets ?? {}).map(t => [t.name, t]))
+  const held = holdBack([...targets.values()], deps.config, opts.remainingMs(), log, metrics)
+  const margin = deps.config.DISPATCH_TIME_MARGIN_MS
+  const fits = (t: WebhookTarget) => opts.remainingMs() >= timeoutOf(t) + margin
   const leaseOf = (t: WebhookTarget) => timeoutOf(t) + deps.config.LEASE_MARGIN_MS
-  const claimConfig: TargetClaimConfig[] = [...targets.values()].map(t => ({ name: t.name, batchSize: t.batchSize ?? TARGET_DEFAULTS.batchSize, leaseMs: leaseOf(t) }))
-  // The next batch could go to any target, so the slowest one decides whether another fits in the time left.
-  const neededMs = Math.max(0, ...[...targets.values()].map(timeoutOf)) + deps.config.DISPATCH_TIME_MARGIN_MS
+  const runnable = [...targets.values()].filter(t => !held.broken.has(t.name) && !held.tooSlow.has(t.name))
+  const claimConfigOf = (t: WebhookTarget): TargetClaimConfig => ({ name: t.name, batchSize: t.batchSize ?? TARGET_DEFAULTS.batchSize, leaseMs: leaseOf(t) })
   // Variables are read once per drain, so each target's URL and headers are resolved once too.
   const addresses = new Map<string, Address>()
   const addressOf = (t: WebhookTarget): Address => {
@@ -69,37 +79,71 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   const concurrency = deps.config.DISPATCH_CONCURRENCY
   // Claimed ahead so a worker never waits for a claim round trip: a few hundred events, at least two
   // batches per worker. Leases are checked again before each delivery, so depth cannot outlive them.
-  const maxBatchSize = Math.max(1, ...claimConfig.map(t => t.batchSize))
+  const maxBatchSize = Math.max(1, ...runnable.map(t => claimConfigOf(t).batchSize))
   const prefetch = Math.max(2 * concurrency, Math.ceil(PREFETCH_EVENTS / maxBatchSize))
   const queue: Claimed[] = []
+  const bytes = createByteBudget(deps.config.DISPATCH_MAX_CLAIMED_BYTES)
   let claiming: Promise<void> | undefined
   let exhausted = false
+  // Counts events that may have become claimable (a delivery finished, claims went back): a claim that
+  // ran meanwhile may have missed them, so it cannot call the project exhausted.
+  let changes = 0
+  const changed = () => {
+    changes++
+    exhausted = false
+  }
+  // Some target's events were left because its timeout no longer fits: the drain stops for time.
+  let leftForTime = held.tooSlow.size > 0
+  let outOfTime = false
   let failure: unknown
 
   const refill = (): Promise<void> | undefined => {
-    if (claiming || exhausted || result.stop === 'time' || failure) return claiming
+    if (claiming || exhausted || outOfTime || failure) return claiming
     claiming = (async () => {
-      if (opts.remainingMs() < neededMs) {
-        result.stop = 'time'
+      const ready = runnable.filter(fits)
+      if (ready.length < runnable.length) leftForTime = true
+      if (ready.length === 0) {
+        outOfTime = true
         return
       }
       if (recorder.backlog() > MAX_UNRECORDED) await recorder.flush()
-      const want = prefetch - queue.length
-      const claimed = await claimBatches(deps.db, project, claimConfig, want)
+      const want = Math.min(prefetch - queue.length, bytes.batchesThatFit())
+      if (want <= 0) {
+        // The budget is spent on claims queued or in flight; a finished delivery frees it and wakes the claim.
+        exhausted = true
+        return
+      }
+      // Events of held and too slow targets wait; only a target missing from the schema fails.
+      const waiting = [...targets.keys()].filter(name => !ready.some(t => t.name === name))
+      const changesBefore = changes
+      const claimed = await claimBatches(deps.db, project, ready.map(claimConfigOf), want, {
+        waiting, budgetBytes: bytes.left(), atLeastOne: bytes.held() === 0,
+      })
       const claimedAt = performance.now()
       failUnknown(claimed.unknownTarget, result, metrics, log)
+      bytes.claimed(claimed.batches)
       for (const batch of claimed.batches) {
         const target = targets.get(batch.target)
         if (target) queue.push({ batch, target, claimedAt })
       }
-      // Fewer batches than asked means nothing else is claimable right now.
-      exhausted = claimed.batches.length < want && claimed.unknownTarget.length === 0
+      // Fewer batches than asked means nothing else is claimable right now (or the budget is spent).
+      exhausted = claimed.batches.length < want && claimed.unknownTarget.length === 0 && changes === changesBefore
     })().catch(e => { failure ??= e }).finally(() => { claiming = undefined })
     return claiming
   }
 
-  const release = (claims: Claimed[]) =>
-    releaseClaims(deps.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+  /** Hands claims back without an attempt; their bytes are free at once, their events claimable once released. */
+  const release = async (claims: Claimed[]) => {
+    for (const c of claims) bytes.freed(c.batch)
+    await releaseClaims(deps.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+    changed()
+  }
+  /** Removes and returns the queued claims that match. */
+  const takeQueued = (matches: (c: Claimed) => boolean): Claimed[] => {
+    const taken = queue.filter(matches)
+    for (const c of taken) queue.splice(queue.indexOf(c), 1)
+    return taken
+  }
 
   // Workers with nothing to do wait for one that is delivering: its outcome may make more work
   // claimable (a quick retry, an event released elsewhere). The drain ends when all are idle.
@@ -126,19 +170,18 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       await wake.promise
       return true
     }
-    if (opts.remainingMs() < timeoutOf(next.target) + deps.config.DISPATCH_TIME_MARGIN_MS) {
-      // Out of time: hand every claim still queued back at once, due now, for the continuation.
-      result.stop = 'time'
-      await release([next, ...queue.splice(0)])
+    if (!fits(next.target)) {
+      // Out of time for this target: its queued claims go back at once, due now, for the continuation;
+      // faster targets go on.
+      leftForTime = true
+      await release([next, ...takeQueued(c => !fits(c.target))])
       return true
     }
     const unsafe = (c: Claimed) => performance.now() - c.claimedAt + timeoutOf(c.target) > leaseOf(c.target)
     if (unsafe(next)) {
       // Its lease could run out mid-delivery, letting another dispatcher take the events too; claims
       // queued behind a slow target age together, so all that are as old go back in one statement.
-      const aged = queue.filter(unsafe)
-      for (const c of aged) queue.splice(queue.indexOf(c), 1)
-      await release([next, ...aged])
+      await release([next, ...takeQueued(unsafe)])
       return true
     }
     delivering++
@@ -147,8 +190,9 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
       result.batches++
     } finally {
       delivering--
+      bytes.freed(next.batch)
       // Something finished: events retried soon or released by others may be claimable again.
-      exhausted = false
+      changed()
       notify()
     }
     return true
@@ -167,11 +211,65 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
     await claiming
     if (failure) throw failure
   } finally {
+    // A drain that fails hands its unstarted claims back at once instead of leaving them to their leases.
+    if (queue.length > 0) await release(queue.splice(0)).catch(error => log.error('Could not release unstarted claims; they become due when their leases end', { error }))
     // Whatever was delivered is written, even when the drain stops on an error.
     await recorder.flush()
   }
-  result.signal = await leaveSignal(deps, project, result.stop, log)
+  if (leftForTime) result.stop = 'time'
+  const progressed = result.batches > 0 || result.failedUnknownTarget > 0
+  result.signal = await leaveSignal(deps, project, result.stop, progressed, [...held.broken.keys()], log)
   return result
+}
+
+/** Targets a drain leaves alone, and why: each is warned once and counted. */
+type Held = { broken: Map<string, string[]>; tooSlow: Set<string> }
+
+/**
+ * Checks each target of the stored schema once per drain. A schema stored before a limit existed (or
+ * under a larger MAX_TARGET_TIMEOUT_MS) is `broken` until fixed: running it could overflow the record
+ * statement or reach Object.prototype. A target slower than the time left is `tooSlow` for this
+ * invocation only. Either way its events wait untouched (not claimed, attempts unchanged).
+ */
+function holdBack(targets: readonly WebhookTarget[], config: Deps['config'], remainingMs: number, log: Logger, metrics: ProjectMetrics): Held {
+  const held: Held = { broken: new Map(), tooSlow: new Set() }
+  for (const target of targets) {
+    const problems = targetProblems(target, { maxTimeoutMs: config.MAX_TARGET_TIMEOUT_MS })
+    if (problems.length > 0) held.broken.set(target.name, problems)
+    else if (timeoutOf(target) + config.DISPATCH_TIME_MARGIN_MS > remainingMs) held.tooSlow.add(target.name)
+    else continue
+    log.warn('Target held back: its events wait, unclaimed', {
+      target: target.name,
+      problems: problems.length > 0 ? problems : [`timeoutMs: ${timeoutOf(target)} ms does not fit the ${Math.floor(remainingMs)} ms left in this invocation`],
+    })
+  }
+  metrics.targetsHeld(held.broken.size + held.tooSlow.size)
+  return held
+}
+
+/** Payload bytes held in claimed events (queued and in flight) against DISPATCH_MAX_CLAIMED_BYTES. */
+function createByteBudget(max: number) {
+  let held = 0
+  // Mean bytes of the batches last claimed: the next claim asks only for what the budget left can
+  // hold, so its candidate window (payloads Postgres reads to measure) stays near what it takes.
+  let perBatch = 0
+  return {
+    held: () => held,
+    left: () => Math.max(0, max - held),
+    /** Batches worth asking for: at least one while nothing is held, so an oversized batch still moves. */
+    batchesThatFit(): number {
+      const room = perBatch > 0 ? Math.floor((max - held) / perBatch) : Number.POSITIVE_INFINITY
+      return held === 0 ? Math.max(1, room) : room
+    },
+    claimed(batches: readonly ClaimedBatch[]): void {
+      const sum = batches.reduce((n, b) => n + b.bytes, 0)
+      held += sum
+      if (batches.length > 0) perBatch = sum / batches.length
+    },
+    freed(batch: ClaimedBatch): void {
+      held -= batch.bytes
+    },
+  }
 }
 
 /** A promise with its resolver (Promise.withResolvers needs Node 22). */
@@ -240,15 +338,23 @@ function failUnknown(rows: EventRow[], result: DrainResult, metrics: ProjectMetr
   metrics.failed(rows.length)
 }
 
-/** The signal that keeps the project moving after this drain; a failure to send is logged, the sweeper covers it. */
-async function leaveSignal(deps: Deps, project: string, stop: DrainResult['stop'], log: Logger): Promise<DrainResult['signal']> {
+/**
+ * The signal that keeps the project moving after this drain; a failure to send is logged, the sweeper
+ * covers it. Events of `held` targets are not work a signal could move. A drain that moved nothing
+ * never asks for an immediate successor.
+ */
+async function leaveSignal(deps: Deps, project: string, stop: DrainResult['stop'], progressed: boolean, held: readonly string[], log: Logger): Promise<DrainResult['signal']> {
   try {
     if (stop === 'time') {
-      if (!(await hasDueEvents(deps.db, project))) return 'none'
+      if (!(await hasDueEvents(deps.db, project, held))) return 'none'
+      if (!progressed) {
+        await deps.signals.send(project, NO_PROGRESS_DELAY_SECONDS)
+        return { delaySeconds: NO_PROGRESS_DELAY_SECONDS }
+      }
       await deps.signals.send(project)
       return 'continue'
     }
-    const ms = await msUntilNextDue(deps.db, project)
+    const ms = await msUntilNextDue(deps.db, project, held)
     if (ms === undefined || ms > MAX_DELAY_SECONDS * 1000) return 'none'
     // At least a second: an event due now but claimed elsewhere must not start a hot loop of wake-ups.
     const delaySeconds = Math.max(1, Math.ceil(ms / 1000))
