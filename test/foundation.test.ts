@@ -32,7 +32,7 @@ describe('migrations', () => {
   it('apply from scratch on an empty database', async () => {
     const empty = await freshDatabase()
     try {
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_migration; DROP TYPE actions_event_state')
+      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_migration; DROP TYPE actions_event_state')
       expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql'])
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
