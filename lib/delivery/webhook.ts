@@ -1,8 +1,9 @@
 import { STATUS_CODES } from 'node:http'
-import { request, type Dispatcher } from 'undici'
+import type { Dispatcher } from 'undici'
 import type { EventRow } from '../db/events.js'
 import type { Logger } from '../log.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
+import { endDeadline, startDeadline } from './deadlines.js'
 import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE } from './egress.js'
 import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse, type Outcome } from './response.js'
 import { signingKeys, withSignature, type SigningKeys } from './signing.js'
@@ -20,7 +21,7 @@ export type Delivery = { outcomes: Map<string, Outcome>; durationMs: number }
  * replaces every current variable value of the project in receiver text before it is stored or logged.
  */
 export type Address =
-  | { ok: true; url: URL; headers: Readonly<Record<string, string>>; redact: Redactor; signingKeys?: SigningKeys }
+  | { ok: true; url: URL; origin: string; path: string; headers: Readonly<Record<string, string>>; redact: Redactor; signingKeys?: SigningKeys }
   | { ok: false; error: string }
 
 /**
@@ -39,7 +40,9 @@ export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<stri
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, error: 'Unsupported URL scheme' }
   const signing = signingKeys(target.signingSecret, variables)
   if (!signing.ok) return { ok: false, error: signing.error }
-  return { ok: true, url, headers, redact: redactor(variables.values()), ...(signing.keys ? { signingKeys: signing.keys } : {}) }
+  // Split once here, as undici's request(url) would split it on every request (the fragment is not sent).
+  const path = url.search ? `${url.pathname}${url.search}` : url.pathname
+  return { ok: true, url, origin: url.origin, path, headers, redact: redactor(variables.values()), ...(signing.keys ? { signingKeys: signing.keys } : {}) }
 }
 
 /**
@@ -85,45 +88,68 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, address: 
   }
 
   const timeoutMs = target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
-  const abort = new AbortController()
-  // One deadline for connect, headers and body together.
-  const timer = setTimeout(() => abort.abort(), timeoutMs)
+  // One deadline for connect, headers and body together, on the shared timer (lib/delivery/deadlines.ts).
+  const deadline = startDeadline(timeoutMs)
   let res: HttpResponse
   try {
-    const r = await request(address.url, {
+    // The dispatcher's own request: the origin and path were split once per drain (addressTarget).
+    const r = await http.request({
+      origin: address.origin,
+      path: address.path,
       method: 'POST',
       // Signed per attempt: the timestamp is this attempt's, and the signature covers the exact body bytes.
       headers: withSignature(address.headers, address.signingKeys, ids, body),
       body,
-      dispatcher: http,
-      signal: abort.signal,
+      signal: deadline.signal,
     })
     res = { status: r.statusCode, statusText: r.statusText || statusText(r.statusCode), contentType: contentType(r.headers['content-type']), ...await readBounded(r.body) }
   } catch (e) {
-    const message = abort.signal.aborted ? `Timeout after ${timeoutMs} ms` : networkError(e)
+    const message = deadline.expired ? `Timeout after ${timeoutMs} ms` : networkError(e)
     log.warn('Webhook delivery failed', { target: target.name, error: message, events: ids })
     return failAll(message)
   } finally {
-    clearTimeout(timer)
+    endDeadline(deadline)
   }
   return finish(interpretResponse(res, ids, target.name, log, address.redact))
 }
 
-async function readBounded(body: Dispatcher.ResponseData['body']): Promise<{ body: string; truncated: boolean }> {
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of body) {
-    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk)
-    if (size + buf.length > MAX_RESPONSE_BYTES) {
-      chunks.push(buf.subarray(0, MAX_RESPONSE_BYTES - size))
-      // Stop reading: the socket is closed rather than drained, so a huge body costs nothing more.
-      body.destroy()
-      return { body: Buffer.concat(chunks).toString('utf8'), truncated: true }
-    }
-    chunks.push(buf)
-    size += buf.length
-  }
-  return { body: Buffer.concat(chunks).toString('utf8'), truncated: false }
+/**
+ * Reads the body up to {@link MAX_RESPONSE_BYTES}. Listeners, not `for await`: the async iterator
+ * costs more than an empty answer's whole exchange (bench/levers-request.ts).
+ */
+function readBounded(body: Dispatcher.ResponseData['body']): Promise<{ body: string; truncated: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    let done = false
+    const text = () => chunks.length === 0 ? '' : Buffer.concat(chunks).toString('utf8')
+    body.on('data', (chunk: Buffer | string) => {
+      if (done) return
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk)
+      if (size + buf.length > MAX_RESPONSE_BYTES) {
+        done = true
+        chunks.push(buf.subarray(0, MAX_RESPONSE_BYTES - size))
+        resolve({ body: text(), truncated: true })
+        // Stop reading: the socket is closed rather than drained, so a huge body costs nothing more.
+        body.destroy()
+        return
+      }
+      chunks.push(buf)
+      size += buf.length
+    })
+    body.on('end', () => {
+      done = true
+      resolve({ body: text(), truncated: false })
+    })
+    body.on('error', e => {
+      done = true
+      reject(e)
+    })
+    // Closed without an end or an error (not expected of undici): never leave the delivery waiting.
+    body.on('close', () => {
+      if (!done) reject(new Error('Response body closed early'))
+    })
+  })
 }
 
 /** Our own words for network failures: SDK and socket messages may quote the host and port. */
