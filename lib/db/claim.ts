@@ -1,11 +1,23 @@
 import type { Queryable } from './pool.js'
 import type { EventRow } from './events.js'
 
+/**
+ * A claimed event as a delivery needs it: what its wire `meta` holds, the lease, and the payload as
+ * Postgres stores it (`jsonb` text, never parsed here: lib/delivery/template.ts splices it into the body).
+ */
+export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent' | 'visible_at'> & {
+  /** ISO 8601 UTC with milliseconds, as JSON.stringify writes a Date. */
+  created_at: string
+  last_state_change: string
+  /** The payload's `jsonb` text form (`{"a": 1, "b": [2, 3]}`). */
+  payload: string
+}
+
 /** What the claim needs to know of each target the schema defines. */
 export type TargetClaimConfig = { name: string; batchSize: number; leaseMs: number }
 
 /** Events of one target claimed together, most urgent first; each row's `visible_at` is its lease, the fencing token of its record. */
-export type ClaimedBatch = { target: string; events: EventRow[]; /** Payload bytes, serialized: what holding the batch costs. */ bytes: number }
+export type ClaimedBatch = { target: string; events: ClaimedEvent[]; /** Payload bytes, serialized: what holding the batch costs. */ bytes: number }
 
 /** What one claim may take besides its batch count. */
 export type ClaimLimits = {
@@ -20,11 +32,15 @@ export type ClaimLimits = {
 export type ClaimResult = {
   batches: ClaimedBatch[]
   /** Events whose target is not in the schema: already failed terminally by the claim, without a request. */
-  unknownTarget: EventRow[]
+  unknownTarget: ClaimedEvent[]
 }
 
-const EVENT_COLUMNS = `e.id, e.project, e.transaction_id, e.created_at, e.resolved_at, e.visible_at, e.num_retries, e.state,
-  e.last_state_change, e.stage, e.schema_version, e.target, e.trigger, e.priority, e.payload, e.identity_id, e.ip_address, e.user_agent`
+// Only what the body and the record need; timestamps formatted as a JS Date serializes (milliseconds
+// truncated, as node-postgres' Date is), the payload as text, so neither is parsed per event.
+const JS_DATE = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
+const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at,
+  to_char(e.created_at AT TIME ZONE 'UTC', ${JS_DATE}) AS created_at, to_char(e.last_state_change AT TIME ZONE 'UTC', ${JS_DATE}) AS last_state_change,
+  e.payload::text AS payload`
 
 /**
  * $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most,
@@ -98,7 +114,7 @@ export const CLAIM_SQL = `WITH cfg AS (
  */
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {
   const window = maxBatches * Math.max(1, ...targets.map(t => t.batchSize))
-  const { rows } = await db.query<EventRow & { first_pos: string | null; pos: string; bytes: number }>({
+  const { rows } = await db.query<ClaimedEvent & { first_pos: string | null; pos: string; bytes: number }>({
     // Prepared once per connection: under load the claim runs hundreds of times a second.
     name: 'actions_claim',
     text: CLAIM_SQL,
@@ -107,8 +123,8 @@ export async function claimBatches(db: Queryable, project: string, targets: read
       limits.waiting, limits.budgetBytes, limits.atLeastOne ? 1 : 0,
     ],
   })
-  const unknownTarget: EventRow[] = []
-  const byBatch = new Map<string, { target: string; first: number; bytes: number; events: Array<{ pos: number; row: EventRow }> }>()
+  const unknownTarget: ClaimedEvent[] = []
+  const byBatch = new Map<string, { target: string; first: number; bytes: number; events: Array<{ pos: number; row: ClaimedEvent }> }>()
   for (const { first_pos, pos, bytes, ...row } of rows) {
     if (first_pos === null) {
       unknownTarget.push(row)

@@ -1,5 +1,7 @@
-import type { EventRow } from '../db/events.js'
+import { randomUUID } from 'node:crypto'
+import type { ClaimedEvent } from '../db/claim.js'
 import type { WebhookTarget } from '../schema/actions.js'
+import { compactJsonb } from './jsonb.js'
 
 /**
  * A `{{NAME}}` placeholder naming a project variable, as upstream matches it: word characters only, no
@@ -32,23 +34,34 @@ export function substitute(template: string, variables: ReadonlyMap<string, stri
   })
 }
 
-/** The wire shape of one event in a batch (upstream's `meta` plus the payload). */
-export function eventBody(row: EventRow) {
+/** The wire `meta` of one event (upstream's field names and order). */
+function eventMeta(row: ClaimedEvent) {
   return {
-    meta: {
-      eventId: row.id,
-      transactionId: row.transaction_id,
-      identityId: row.identity_id,
-      ipAddress: row.ip_address,
-      userAgent: row.user_agent,
-      createdAt: row.created_at,
-      lastStateChange: row.last_state_change,
-      numRetries: row.num_retries,
-      trigger: row.trigger,
-      target: row.target,
-    },
-    ...row.payload,
+    eventId: row.id,
+    transactionId: row.transaction_id,
+    identityId: row.identity_id,
+    ipAddress: row.ip_address,
+    userAgent: row.user_agent,
+    createdAt: row.created_at,
+    lastStateChange: row.last_state_change,
+    numRetries: row.num_retries,
+    trigger: row.trigger,
+    target: row.target,
   }
+}
+
+/**
+ * One event of a batch, serialized: the bytes `JSON.stringify({ meta, ...payload })` gives (upstream's
+ * shape), built by splicing the stored payload text after `meta` instead of parsing and re-serializing
+ * it. Payloads where the spread would reorder or override (a top-level `meta` key, integer-like keys,
+ * which JS objects put first) take that very path instead (see {@link compactJsonb}).
+ */
+export function eventJson(row: ClaimedEvent): string {
+  const payload = compactJsonb(row.payload)
+  // A stored payload is an object (enqueue checks it); anything else keeps the spread's behaviour too.
+  if (payload === undefined || !payload.startsWith('{')) return JSON.stringify({ meta: eventMeta(row), ...(JSON.parse(row.payload) as object) })
+  const meta = JSON.stringify(eventMeta(row))
+  return payload === '{}' ? `{"meta":${meta}}` : `{"meta":${meta},${payload.slice(1)}`
 }
 
 /** An object without a prototype: any key, `__proto__` included, is an own property and nothing else. */
@@ -62,7 +75,7 @@ const dict = (): Dict => Object.create(null) as Dict
  * stored schema with `__proto__` or `constructor` keys can neither reach nor change Object.prototype.
  * Throws {@link PayloadPathError} when the path runs into a value that is not an object.
  */
-export function requestBody(target: WebhookTarget, events: readonly EventRow[]): Dict {
+export function requestBody(target: WebhookTarget, events: unknown): Dict {
   const body = target.body ? copyJson(target.body) : dict()
   if (!isDict(body)) throw new PayloadPathError(0)
   let node = body
@@ -79,8 +92,44 @@ export function requestBody(target: WebhookTarget, events: readonly EventRow[]):
       throw new PayloadPathError(i)
     }
   }
-  node['events'] = events.map(eventBody)
+  node['events'] = events
   return body
+}
+
+// Stands for the events array while a target's template is serialized; random, so no template holds it.
+const EVENTS_MARK = JSON.stringify(`events-${randomUUID()}`)
+/** Per target: the serialized body before and after its events array, or why the template cannot hold one. */
+const templates = new WeakMap<WebhookTarget, { before: string; after: string } | PayloadPathError>()
+
+function templateOf(target: WebhookTarget): { before: string; after: string } | PayloadPathError | undefined {
+  let parts = templates.get(target)
+  if (!parts) {
+    try {
+      const json = JSON.stringify(requestBody(target, JSON.parse(EVENTS_MARK)))
+      const at = json.indexOf(EVENTS_MARK)
+      // A template already holding the mark (it cannot, short of a UUID collision) is built the long way.
+      if (at !== json.lastIndexOf(EVENTS_MARK)) return undefined
+      parts = { before: json.slice(0, at), after: json.slice(at + EVENTS_MARK.length) }
+    } catch (e) {
+      if (!(e instanceof PayloadPathError)) throw e
+      parts = e
+    }
+    templates.set(target, parts)
+  }
+  return parts
+}
+
+/**
+ * The request body's bytes: exactly `JSON.stringify(requestBody(target, events))` with each event
+ * in upstream's shape, built from the target's serialized template (once per target) and each
+ * event's {@link eventJson}. Throws {@link PayloadPathError} as {@link requestBody} does.
+ */
+export function requestBodyText(target: WebhookTarget, events: readonly ClaimedEvent[]): string {
+  const parts = templateOf(target)
+  if (parts instanceof PayloadPathError) throw parts
+  const list = events.length === 1 && events[0] ? `[${eventJson(events[0])}]` : `[${events.map(eventJson).join(',')}]`
+  if (!parts) return JSON.stringify(requestBody(target, JSON.parse(list)))
+  return parts.before + list + parts.after
 }
 
 /** A deep copy of JSON data whose objects have no prototype; only own enumerable keys are copied. */

@@ -1,13 +1,13 @@
 import { STATUS_CODES } from 'node:http'
 import type { Dispatcher } from 'undici'
-import type { EventRow } from '../db/events.js'
+import type { ClaimedEvent } from '../db/claim.js'
 import type { Logger } from '../log.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { endDeadline, startDeadline } from './deadlines.js'
 import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE } from './egress.js'
 import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse, type Outcome } from './response.js'
 import { signingKeys, withSignature, type SigningKeys } from './signing.js'
-import { PayloadPathError, requestBody, substitute, UndefinedVariableError } from './template.js'
+import { PayloadPathError, requestBodyText, substitute, UndefinedVariableError } from './template.js'
 import { redactor, type Redactor } from './text.js'
 
 export { MAX_RESPONSE_BYTES } from './response.js'
@@ -68,7 +68,7 @@ function requestHeaders(targetHeaders: ReadonlyArray<readonly [string, string]>)
  * POSTs one batch to a webhook target and interprets the answer. Never throws for target trouble:
  * timeouts, refused connections and bad answers become failed outcomes. Nothing secret is logged.
  */
-export async function deliver(http: Dispatcher, target: WebhookTarget, address: Address, events: readonly EventRow[], log: Logger): Promise<Delivery> {
+export async function deliver(http: Dispatcher, target: WebhookTarget, address: Address, events: readonly ClaimedEvent[], log: Logger): Promise<Delivery> {
   const ids = events.map(e => e.id)
   const started = performance.now()
   const finish = (outcomes: Map<string, Outcome>): Delivery => ({ outcomes, durationMs: Math.round(performance.now() - started) })
@@ -80,7 +80,7 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, address: 
 
   let body: string
   try {
-    body = JSON.stringify(requestBody(target, events))
+    body = requestBodyText(target, events)
   } catch (e) {
     if (!(e instanceof PayloadPathError)) throw e
     log.warn('Webhook target body template cannot hold the events', { target: target.name, error: e.message, events: ids })

@@ -1,6 +1,5 @@
-import { claimBatches, type ClaimedBatch, type TargetClaimConfig } from '../db/claim.js'
+import { claimBatches, type ClaimedBatch, type ClaimedEvent, type TargetClaimConfig } from '../db/claim.js'
 import { hasDueEvents, msUntilNextDue } from '../db/due.js'
-import type { EventRow } from '../db/events.js'
 import { releaseClaims, type AttemptRecord, type RecordedRow } from '../db/record.js'
 import { getCurrentSchema } from '../db/schemas.js'
 import { fetchVariables } from '../db/variables.js'
@@ -292,7 +291,7 @@ async function deliverBatch(deps: Deps, metrics: ProjectMetrics, project: string
     log.error('Delivery failed with an internal error', { target: target.name, error })
     outcomes = new Map(batch.events.map(e => [e.id, { ok: false, errorMessage: 'Internal error' }]))
   }
-  const records = batch.events.map((e: EventRow): AttemptRecord => ({
+  const records = batch.events.map((e: ClaimedEvent): AttemptRecord => ({
     id: e.id,
     lease: e.visible_at,
     outcome: outcomes.get(e.id) ?? { ok: false, errorMessage: 'Internal error' },
@@ -329,7 +328,7 @@ function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, Attempt
   metrics.failed(failed)
 }
 
-function failUnknown(rows: EventRow[], result: DrainResult, metrics: ProjectMetrics, log: Logger): void {
+function failUnknown(rows: ClaimedEvent[], result: DrainResult, metrics: ProjectMetrics, log: Logger): void {
   for (const row of rows) {
     // Never retried: the schema has to name the target again before such an event can be delivered.
     log.error('Action event failed permanently, its target is not in the schema', { eventId: row.id, target: row.target, trigger: row.trigger })
