@@ -102,6 +102,31 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     expect(s.filter(x => x.labels.job === 'contember_actions_sweeper' && x.labels.contember_project === 'beta')).toEqual([])
   })
 
+  it('pushes 1 per paused target (and per gone one) from actions_target_health, and drops the series once resumed', async () => {
+    await deps().db.query('DELETE FROM actions_target_health')
+    await schemaFor(deps(), 'shop', { down: { url: 'http://127.0.0.1:9' }, gone: { url: 'http://127.0.0.1:9' }, flaky: { url: 'http://127.0.0.1:9' } })
+    await deps().db.query(`INSERT INTO actions_target_health (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms) VALUES
+      ('shop', 'down', 5, now(), now(), 'failures', now() + interval '30 seconds', 30000),
+      ('shop', 'gone', 1, now(), now(), 'gone', NULL, NULL),
+      ('shop', 'flaky', 2, now(), NULL, NULL, NULL, NULL),
+      ('blog', 'hook', 0, NULL, now(), 'operator', NULL, NULL)`)
+    const series = async (name: string) => (await samples())
+      .filter(x => x.name === name && x.labels.job === 'contember_actions_sweeper')
+      .map(x => `${x.labels.contember_project}/${x.labels.target}=${x.value}`).sort()
+
+    await run()
+    expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1', 'shop/down=1', 'shop/gone=1'])
+    expect(await series('contember_actions_target_gone')).toEqual(['shop/gone=1'])
+
+    // Resumed (the row cleared) and recovered (pause lifted, run kept by the breaker): both series go.
+    await deps().db.query(`DELETE FROM actions_target_health WHERE target = 'gone'`)
+    await deps().db.query(`UPDATE actions_target_health SET paused_at = NULL, paused_reason = NULL, probe_at = NULL WHERE target = 'down'`)
+    await run()
+    expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1'])
+    expect(await series('contember_actions_target_gone')).toEqual([])
+    await deps().db.query('DELETE FROM actions_target_health')
+  })
+
   it('deletes counter groups that stopped pushing, keeping fresh ones', async () => {
     const metrics = createMetrics()
     metrics.forProject('x').succeeded(1)

@@ -26,6 +26,8 @@ export const EMF_METRICS = [
   { name: 'DueEvents', source: 'contember_actions_due_events', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'State'], statistic: 'Maximum', meaning: 'events due for delivery now, counted by the sweeper' },
   { name: 'OldestDueEventAgeSeconds', source: 'contember_actions_oldest_due_event_age_seconds', kind: 'absolute', unit: 'Seconds', dimensions: ['Project'], statistic: 'Maximum', meaning: 'age of the oldest due event (time since it became due)' },
   { name: 'FailedEvents', source: 'contember_actions_failed_events', kind: 'absolute', unit: 'Count', dimensions: ['Project'], statistic: 'Maximum', meaning: 'events in the terminal failed state, awaiting an operator' },
+  { name: 'TargetPaused', source: 'contember_actions_target_paused', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'Target'], statistic: 'Maximum', meaning: '1 while a target is paused (written only while paused: missing data means running)' },
+  { name: 'TargetGone', source: 'contember_actions_target_gone', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'Target'], statistic: 'Maximum', meaning: '1 while a target is paused after a 410 Gone, waiting for an operator (written only then)' },
 ] as const
 
 export type EmfUnit = (typeof EMF_METRICS)[number]['unit']
@@ -173,6 +175,8 @@ const GAUGES = [
   { key: 'dueEvents', name: 'DueEvents', unit: 'Count' },
   { key: 'oldestDueAge', name: 'OldestDueEventAgeSeconds', unit: 'Seconds' },
   { key: 'failedEvents', name: 'FailedEvents', unit: 'Count' },
+  { key: 'targetPaused', name: 'TargetPaused', unit: 'Count' },
+  { key: 'targetGone', name: 'TargetGone', unit: 'Count' },
 ] as const satisfies ReadonlyArray<{ key: keyof SweeperGauges; name: string; unit: EmfUnit }>
 
 async function gaugeData(gauges: SweeperGauges): Promise<Datum[]> {
