@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
 import { loadConfig } from '../lib/config.js'
 import { createDeps } from '../lib/deps.js'
+import { createEmfSink } from '../lib/metrics/emf.js'
 import { pushRegistry } from '../lib/metrics/push.js'
 import { createMetrics } from '../lib/metrics.js'
 import { signalsFor, sweep } from '../lib/sweeper/sweep.js'
@@ -114,9 +115,16 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
       .filter(x => x.name === name && x.labels.job === 'contember_actions_sweeper')
       .map(x => `${x.labels.contember_project}/${x.labels.target}=${x.value}`).sort()
 
-    await run()
+    const { gauges } = await sweep(deps(), { remainingMs: () => 60_000 })
     expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1', 'shop/down=1', 'shop/gone=1'])
     expect(await series('contember_actions_target_gone')).toEqual(['shop/gone=1'])
+    // The same gauges as EMF: one value per project and target, only for paused ones.
+    const logs = env.captureLogs()
+    await createEmfSink('Test/Actions').gauges(gauges, env.log)
+    logs.restore()
+    const emf = logs.records().filter(r => 'TargetPaused' in r || 'TargetGone' in r)
+      .map(r => `${String(r.Project)}/${String(r.Target)}:${'TargetPaused' in r ? 'P' : ''}${'TargetGone' in r ? 'G' : ''}`).sort()
+    expect(emf).toEqual(['blog/hook:P', 'shop/down:P', 'shop/gone:PG'])
 
     // Resumed (the row cleared) and recovered (pause lifted, run kept by the breaker): both series go.
     await deps().db.query(`DELETE FROM actions_target_health WHERE target = 'gone'`)

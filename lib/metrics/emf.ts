@@ -11,7 +11,8 @@ import { PROJECT_LABEL, type Metrics, type SweeperGauges } from '../metrics.js'
  * - `values`: every observation of the invocation (one per delivered batch), so all statistics and
  *   percentiles are real.
  * - `absolute`: the sweeper's exact gauges, written every pass for every active project (zeros
- *   included), so missing data on them means the sweeper is not running. The heartbeat timestamp is
+ *   included), so missing data on them means the sweeper is not running; except the paused-target
+ *   gauges, written only while a target is paused. The heartbeat timestamp is
  *   left out: CloudWatch alarms cannot compare a value with "now".
  */
 export const EMF_METRICS = [
