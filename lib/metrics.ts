@@ -102,7 +102,19 @@ export function createSweeperGauges() {
     name: 'contember_actions_failed_events',
     help: 'Events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
   })
-  return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents }
+  // Series only while paused (replace semantics drop a resumed target's series): `target` is a name
+  // from the schema, bounded by the number of targets, never a URL.
+  const targetPaused = new Gauge({
+    registers, labelNames: [PROJECT_LABEL, 'target'],
+    name: 'contember_actions_target_paused',
+    help: 'Whether a target is paused by its circuit breaker, a 410 Gone or an operator (1 while paused; no series otherwise), by contember_project and target.',
+  })
+  const targetGone = new Gauge({
+    registers, labelNames: [PROJECT_LABEL, 'target'],
+    name: 'contember_actions_target_gone',
+    help: 'Whether a target is paused because it answered 410 Gone and waits for an operator (1 while so; no series otherwise), by contember_project and target.',
+  })
+  return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents, targetPaused, targetGone }
 }
 
 export type SweeperGauges = ReturnType<typeof createSweeperGauges>

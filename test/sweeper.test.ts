@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
 import { loadConfig } from '../lib/config.js'
 import { createDeps } from '../lib/deps.js'
+import { createEmfSink } from '../lib/metrics/emf.js'
 import { pushRegistry } from '../lib/metrics/push.js'
 import { createMetrics } from '../lib/metrics.js'
 import { signalsFor, sweep } from '../lib/sweeper/sweep.js'
@@ -100,6 +101,38 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     await run()
     s = await samples()
     expect(s.filter(x => x.labels.job === 'contember_actions_sweeper' && x.labels.contember_project === 'beta')).toEqual([])
+  })
+
+  it('pushes 1 per paused target (and per gone one) from actions_target_health, and drops the series once resumed', async () => {
+    await deps().db.query('DELETE FROM actions_target_health')
+    await schemaFor(deps(), 'shop', { down: { url: 'http://127.0.0.1:9' }, gone: { url: 'http://127.0.0.1:9' }, flaky: { url: 'http://127.0.0.1:9' } })
+    await deps().db.query(`INSERT INTO actions_target_health (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms) VALUES
+      ('shop', 'down', 5, now(), now(), 'failures', now() + interval '30 seconds', 30000),
+      ('shop', 'gone', 1, now(), now(), 'gone', NULL, NULL),
+      ('shop', 'flaky', 2, now(), NULL, NULL, NULL, NULL),
+      ('blog', 'hook', 0, NULL, now(), 'operator', NULL, NULL)`)
+    const series = async (name: string) => (await samples())
+      .filter(x => x.name === name && x.labels.job === 'contember_actions_sweeper')
+      .map(x => `${x.labels.contember_project}/${x.labels.target}=${x.value}`).sort()
+
+    const { gauges } = await sweep(deps(), { remainingMs: () => 60_000 })
+    expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1', 'shop/down=1', 'shop/gone=1'])
+    expect(await series('contember_actions_target_gone')).toEqual(['shop/gone=1'])
+    // The same gauges as EMF: one value per project and target, only for paused ones.
+    const logs = env.captureLogs()
+    await createEmfSink('Test/Actions').gauges(gauges, env.log)
+    logs.restore()
+    const emf = logs.records().filter(r => 'TargetPaused' in r || 'TargetGone' in r)
+      .map(r => `${String(r.Project)}/${String(r.Target)}:${'TargetPaused' in r ? 'P' : ''}${'TargetGone' in r ? 'G' : ''}`).sort()
+    expect(emf).toEqual(['blog/hook:P', 'shop/down:P', 'shop/gone:PG'])
+
+    // Resumed (the row cleared) and recovered (pause lifted, run kept by the breaker): both series go.
+    await deps().db.query(`DELETE FROM actions_target_health WHERE target = 'gone'`)
+    await deps().db.query(`UPDATE actions_target_health SET paused_at = NULL, paused_reason = NULL, probe_at = NULL WHERE target = 'down'`)
+    await run()
+    expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1'])
+    expect(await series('contember_actions_target_gone')).toEqual([])
+    await deps().db.query('DELETE FROM actions_target_health')
   })
 
   it('deletes counter groups that stopped pushing, keeping fresh ones', async () => {

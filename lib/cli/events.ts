@@ -3,7 +3,9 @@ import { z } from 'zod'
 import { getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../db/events.js'
 import type { Signals } from '../signals.js'
+import { BULK_OPTIONS, BULK_USAGE, bulkCommand } from './bulk.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
+import { wake } from './wake.js'
 
 export const EVENTS_USAGE = `  events failed|processing|due <project> [--limit N]
                                             list events (default limit 50); failed lists failed and
@@ -11,7 +13,8 @@ export const EVENTS_USAGE = `  events failed|processing|due <project> [--limit N
   events show <id>                          print one event with its latest log entries
   events retry <id>                         make an event due now (created if never attempted, else
                                             retrying) and wake its project's dispatch
-  events stop <id>                          stop an event for good`
+  events stop <id>                          stop an event for good
+${BULK_USAGE}`
 
 /** Listing size when --limit is not given (upstream's default is 100; a terminal page is less). */
 const DEFAULT_LIMIT = 50
@@ -29,8 +32,15 @@ export type EventsContext = { pool: pg.Pool; signals: () => Signals | undefined 
 
 /** `actions events …`: the operator's view of the queue. */
 export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {
-  const { values, positionals } = parseCommand('events', args, { limit: { type: 'string' } })
+  const { values, positionals } = parseCommand('events', args, { limit: { type: 'string' }, ...BULK_OPTIONS })
   const [sub, arg, extra] = positionals
+  const bulk = Object.keys(BULK_OPTIONS).some(k => k in values)
+  if (bulk) {
+    if (sub !== 'retry' && sub !== 'stop') throw new UsageError(`events ${sub ?? ''}: --project, --target, --state, --since and --until apply to bulk retry and stop only`)
+    if (values.project === undefined) throw new UsageError(`events ${sub}: the bulk form needs --project`)
+    if (arg !== undefined) throw new UsageError(`events ${sub}: give an event id or --project, not both`)
+    return bulkCommand(ctx, sub, values, io)
+  }
   if (!arg) throw new UsageError(`events ${sub ?? ''}: missing argument`)
   if (extra !== undefined) throw new UsageError(`events ${sub ?? ''}: unexpected argument ${positionals.length}`)
   if (values.limit !== undefined && !isListing(sub)) throw new UsageError(`events ${sub ?? ''}: --limit applies to listings only`)
@@ -71,19 +81,7 @@ async function retry(ctx: EventsContext, id: string, io: Io): Promise<number> {
   const project = await retryEvent(ctx.pool, id)
   if (project === undefined) throw new Error(`no event ${id}`)
   io.out(`event ${id} is due now`)
-  const signals = ctx.signals()
-  if (!signals) {
-    io.err('no wake-up signal sent (SIGNAL_QUEUE_URL is not set); the sweeper picks the event up within a minute')
-    return 0
-  }
-  try {
-    await signals.send(project)
-  } catch (e) {
-    io.err(`the retry stands, but the wake-up signal failed (${e instanceof Error ? e.message : 'error'}); the sweeper picks the event up within a minute`)
-    return 1
-  }
-  io.out(`signalled project ${project}`)
-  return 0
+  return wake(ctx.signals(), project, io, 'retry', 'event')
 }
 
 function parseLimit(given: string | undefined): number {
@@ -121,5 +119,5 @@ export function cut(text: string, max: number): string {
   return points.length <= max ? text : `${points.slice(0, max).join('')}… [${points.length - max} more characters]`
 }
 
-// A receiver's text may hold newlines or terminal escape sequences: a listing shows it as one inert line.
-const oneLine = (text: string, max: number) => cut(text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' '), max)
+// A receiver's text (or a name in a stored schema) may hold newlines or terminal escape sequences: shown as one inert line.
+export const oneLine = (text: string, max: number) => cut(text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' '), max)

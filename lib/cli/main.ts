@@ -9,6 +9,7 @@ import { fetchVariables, setVariables, type VariablesMode } from '../db/variable
 import { createSignals, type Signals } from '../signals.js'
 import { eventsCommand, EVENTS_USAGE } from './events.js'
 import { signingCommand, SIGNING_USAGE } from './signing.js'
+import { targetsCommand, TARGETS_USAGE } from './targets.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
 
 export { UsageError, type Io } from './usage.js'
@@ -27,9 +28,10 @@ Commands:
                                             append-only-missing: add names not yet set, change none
   variables list <project> [--show-values]  list variable names (values only with --show-values)
 ${EVENTS_USAGE}
+${TARGETS_USAGE}
 ${SIGNING_USAGE}
 Environment: DATABASE_URL (postgres://user@host:port/db); for the wake-up signal of events retry
-also SIGNAL_QUEUE_URL, AWS_REGION and the AWS SDK's usual keys (AWS_ENDPOINT_URL_SQS for an emulator)
+and targets resume also SIGNAL_QUEUE_URL, AWS_REGION and the AWS SDK's usual keys (AWS_ENDPOINT_URL_SQS for an emulator)
 
 Exit codes: 0 ok, 1 failure, 2 usage error`
 
@@ -114,6 +116,8 @@ async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<numbe
       return variablesCommand(pool, args, io)
     case 'events':
       return eventsCommand(ctx, args, io)
+    case 'targets':
+      return targetsCommand(ctx, args, io)
     default:
       throw new UsageError(`unknown command "${cmd}"`)
   }

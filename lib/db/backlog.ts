@@ -61,3 +61,14 @@ export async function deleteResolved(db: Queryable, days: number, includeFailed:
   const { rowCount } = await db.query(deleteResolvedSql(includeFailed), [days, limit])
   return rowCount ?? 0
 }
+
+/** A paused target, for the sweeper's paused gauge. */
+export type PausedTarget = { project: string; target: string; reason: 'failures' | 'gone' | 'operator' }
+
+/** Every paused target (the table holds one small row per target that ever failed, so this stays small). */
+export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> {
+  const { rows } = await db.query<PausedTarget>(
+    `SELECT project, target, paused_reason AS reason FROM actions_target_health WHERE paused_at IS NOT NULL ORDER BY project, target`,
+  )
+  return rows
+}

@@ -66,3 +66,52 @@ export async function stopEvent(db: Queryable, id: string): Promise<boolean> {
   )
   return rowCount === 1
 }
+
+/** Which events a bulk retry or stop changes: one project, optionally one target, one state, a creation window. */
+export type BulkFilter = {
+  project: string
+  target: string | undefined
+  state: 'failed' | 'retrying'
+  /** created_at >= since (inclusive), when given. */
+  since: Date | undefined
+  /** created_at < until (exclusive), when given. */
+  until: Date | undefined
+  /** At most this many events, oldest first. */
+  limit: number
+}
+
+// The filter of both bulk statements. The state is checked again in the UPDATE itself: an event a
+// dispatcher claims between the pick and the update is re-read under the row lock and left alone.
+const BULK_PICK = `id = ANY(ARRAY(
+    SELECT id FROM actions_event
+    WHERE project = $1 AND ($2::text IS NULL OR target = $2) AND state = $3::actions_event_state
+      AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
+    ORDER BY created_at
+    LIMIT $6))
+  AND state = $3::actions_event_state`
+
+const bulkParams = (f: BulkFilter) => [f.project, f.target ?? null, f.state, f.since ?? null, f.until ?? null, f.limit]
+
+/**
+ * Bulk form of retryEvent, in one statement: every matching event becomes due now exactly as a single
+ * retry makes it (state by attempt count, log and num_retries kept). Returns how many changed.
+ */
+export async function retryEvents(db: Queryable, filter: BulkFilter): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE actions_event SET
+       state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
+       visible_at = now(), resolved_at = NULL, last_state_change = now()
+     WHERE ${BULK_PICK}`,
+    bulkParams(filter),
+  )
+  return rowCount ?? 0
+}
+
+/** Bulk form of stopEvent, in one statement: every matching event becomes `stopped`. Returns how many changed. */
+export async function stopEvents(db: Queryable, filter: BulkFilter): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), last_state_change = now() WHERE ${BULK_PICK}`,
+    bulkParams(filter),
+  )
+  return rowCount ?? 0
+}

@@ -11,7 +11,8 @@ import { PROJECT_LABEL, type Metrics, type SweeperGauges } from '../metrics.js'
  * - `values`: every observation of the invocation (one per delivered batch), so all statistics and
  *   percentiles are real.
  * - `absolute`: the sweeper's exact gauges, written every pass for every active project (zeros
- *   included), so missing data on them means the sweeper is not running. The heartbeat timestamp is
+ *   included), so missing data on them means the sweeper is not running; except the paused-target
+ *   gauges, written only while a target is paused. The heartbeat timestamp is
  *   left out: CloudWatch alarms cannot compare a value with "now".
  */
 export const EMF_METRICS = [
@@ -26,6 +27,8 @@ export const EMF_METRICS = [
   { name: 'DueEvents', source: 'contember_actions_due_events', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'State'], statistic: 'Maximum', meaning: 'events due for delivery now, counted by the sweeper' },
   { name: 'OldestDueEventAgeSeconds', source: 'contember_actions_oldest_due_event_age_seconds', kind: 'absolute', unit: 'Seconds', dimensions: ['Project'], statistic: 'Maximum', meaning: 'age of the oldest due event (time since it became due)' },
   { name: 'FailedEvents', source: 'contember_actions_failed_events', kind: 'absolute', unit: 'Count', dimensions: ['Project'], statistic: 'Maximum', meaning: 'events in the terminal failed state, awaiting an operator' },
+  { name: 'TargetPaused', source: 'contember_actions_target_paused', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'Target'], statistic: 'Maximum', meaning: '1 while a target is paused (written only while paused: missing data means running)' },
+  { name: 'TargetGone', source: 'contember_actions_target_gone', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'Target'], statistic: 'Maximum', meaning: '1 while a target is paused after a 410 Gone, waiting for an operator (written only then)' },
 ] as const
 
 export type EmfUnit = (typeof EMF_METRICS)[number]['unit']
@@ -173,6 +176,8 @@ const GAUGES = [
   { key: 'dueEvents', name: 'DueEvents', unit: 'Count' },
   { key: 'oldestDueAge', name: 'OldestDueEventAgeSeconds', unit: 'Seconds' },
   { key: 'failedEvents', name: 'FailedEvents', unit: 'Count' },
+  { key: 'targetPaused', name: 'TargetPaused', unit: 'Count' },
+  { key: 'targetGone', name: 'TargetGone', unit: 'Count' },
 ] as const satisfies ReadonlyArray<{ key: keyof SweeperGauges; name: string; unit: EmfUnit }>
 
 async function gaugeData(gauges: SweeperGauges): Promise<Datum[]> {

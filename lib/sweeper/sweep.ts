@@ -1,5 +1,5 @@
 import { listProjects } from '../db/schemas.js'
-import { deleteResolved, dueTotal, readBacklog, type ProjectBacklog } from '../db/backlog.js'
+import { deleteResolved, dueTotal, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
@@ -29,12 +29,12 @@ const MAX_RETENTION_BATCHES = 50
 
 /**
  * One sweeper pass: re-drive every project with due events (signals in proportion to its backlog, up
- * to the dispatch parallelism), set heartbeats (./heartbeat.ts) and exact backlog gauges, push them
+ * to the dispatch parallelism), set heartbeats (./heartbeat.ts), exact backlog gauges and paused targets, push them
  * with replace semantics, delete stale metric groups, and apply retention to resolved events.
  */
 export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult> {
   const log = deps.log.child({ loc: 'sweeper' })
-  const [projects, backlog, { nowSeconds, progress }] = await Promise.all([listProjects(deps.db), readBacklog(deps.db), readProgress(deps.db)])
+  const [projects, backlog, { nowSeconds, progress }, paused] = await Promise.all([listProjects(deps.db), readBacklog(deps.db), readProgress(deps.db), readPausedTargets(deps.db)])
   // Active: a stored schema, or due events (without a schema they still need driving, to fail as
   // unknown target). A removed project whose events are all resolved is not active: no heartbeat.
   const active = [...new Set([...projects, ...[...backlog.values()].filter(b => dueTotal(b) > 0).map(b => b.project)])].sort()
@@ -58,6 +58,12 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     for (const state of ['created', 'retrying', 'processing'] as const) gauges.dueEvents.set({ ...labels, state }, b?.due[state] ?? 0)
     gauges.oldestDueAge.set(labels, b?.oldestDueAgeSeconds ?? 0)
     gauges.failedEvents.set(labels, b?.failed ?? 0)
+  }
+  // Paused targets only: a resumed one has no series, and the replacing push removes its last one.
+  for (const p of paused) {
+    const labels = { contember_project: p.project, target: p.target }
+    gauges.targetPaused.set(labels, 1)
+    if (p.reason === 'gone') gauges.targetGone.set(labels, 1)
   }
 
   // Every enabled sink (Pushgateway with replace semantics, EMF) from one call; it never throws.

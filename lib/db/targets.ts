@@ -1,0 +1,56 @@
+import type { Queryable } from './pool.js'
+
+/** Why a target is paused (migration 003): the breaker, a 410 Gone, or an operator. */
+export type PauseReason = 'failures' | 'gone' | 'operator'
+
+/** One row of actions_target_health as an operator sees it. A target without a row is healthy. */
+export type TargetHealth = {
+  target: string
+  consecutive_failures: number
+  failing_since: Date | null
+  paused_at: Date | null
+  paused_reason: PauseReason | null
+  probe_at: Date | null
+}
+
+/** Every health row of a project, by target name. */
+export async function listTargetHealth(db: Queryable, project: string): Promise<TargetHealth[]> {
+  const { rows } = await db.query<TargetHealth>(
+    `SELECT target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at
+     FROM actions_target_health WHERE project = $1 ORDER BY target`,
+    [project],
+  )
+  return rows
+}
+
+/**
+ * Pauses a target for an operator: no probe, so it stays paused until `resumeTarget`. A target that
+ * is already paused keeps its pause time and takes the operator's reason. Returns when it was paused.
+ */
+export async function pauseTarget(db: Queryable, project: string, target: string): Promise<Date> {
+  const { rows } = await db.query<{ paused_at: Date }>(
+    `INSERT INTO actions_target_health AS h (project, target, paused_at, paused_reason)
+     VALUES ($1, $2, now(), 'operator')
+     ON CONFLICT (project, target) DO UPDATE SET
+       paused_at = coalesce(h.paused_at, now()), paused_reason = 'operator',
+       probe_at = NULL, probe_interval_ms = NULL, updated_at = now()
+     RETURNING paused_at`,
+    [project, target],
+  )
+  const row = rows[0]
+  if (!row) throw new Error('pausing the target returned no row')
+  return row.paused_at
+}
+
+/**
+ * Resumes a target: removes its health row, which clears the pause and the failure run alike (no
+ * row means healthy). Returns the row as it was, or undefined when the target had none.
+ */
+export async function resumeTarget(db: Queryable, project: string, target: string): Promise<TargetHealth | undefined> {
+  const { rows } = await db.query<TargetHealth>(
+    `DELETE FROM actions_target_health WHERE project = $1 AND target = $2
+     RETURNING target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at`,
+    [project, target],
+  )
+  return rows[0]
+}
