@@ -1,4 +1,4 @@
-import type { EventRow } from '../db/events.js'
+import type { ClaimedEvent } from '../events.js'
 import type { WebhookTarget } from '../schema/actions.js'
 
 /**
@@ -33,7 +33,7 @@ export function substitute(template: string, variables: ReadonlyMap<string, stri
 }
 
 /** The wire shape of one event in a batch (upstream's `meta` plus the payload). */
-export function eventBody(row: EventRow) {
+export function eventBody(row: ClaimedEvent) {
   return {
     meta: {
       eventId: row.id,
@@ -62,7 +62,7 @@ const dict = (): Dict => Object.create(null) as Dict
  * stored schema with `__proto__` or `constructor` keys can neither reach nor change Object.prototype.
  * Throws {@link PayloadPathError} when the path runs into a value that is not an object.
  */
-export function requestBody(target: WebhookTarget, events: readonly EventRow[]): Dict {
+export function requestBody(target: WebhookTarget, events: readonly ClaimedEvent[]): Dict {
   const body = target.body ? copyJson(target.body) : dict()
   if (!isDict(body)) throw new PayloadPathError(0)
   let node = body
