@@ -56,6 +56,11 @@ export const configSchema = z.object({
    * function room to spare. A single batch larger than this is still taken when nothing else is held.
    */
   DISPATCH_MAX_CLAIMED_BYTES: positiveInt(64 * 1024 * 1024),
+  /**
+   * Longest time one project's drain claims for within a dispatch invocation before it yields and
+   * leaves a continuation signal, so a deep backlog cannot keep the other projects of the batch waiting.
+   */
+  DISPATCH_PROJECT_SLICE_MS: positiveInt(5_000),
   /** How many dispatch invocations may run at once (the SQS event source's maximumConcurrency). */
   DISPATCH_MAX_CONCURRENCY: positiveInt(4),
   /** Due events per extra signal the sweeper sends for one project. */

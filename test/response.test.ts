@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse } from '../lib/delivery/response.js'
 import { createLogger } from '../lib/log.js'
 import { PayloadPathError, requestBody, substitute, UndefinedVariableError } from '../lib/delivery/template.js'
-import { cleanText, MIN_REDACTED_LENGTH, redactor, REDACTED } from '../lib/delivery/text.js'
+import { cleanText, MIN_REDACTED_LENGTH, redactor, REDACTED } from '../lib/text.js'
 import type { WebhookTarget } from '../lib/schema/actions.js'
 
 const ids = ['e1', 'e2', 'e3']

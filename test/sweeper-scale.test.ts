@@ -75,7 +75,7 @@ describe('sweeper and claim statements at scale', () => {
   })
 
   it('claim from the due index', async () => {
-    const p = await plan(CLAIM_SQL, ['p1', ['t'], [50], [60_000], 400, 8, [], 64e6, 1])
+    const p = await plan(CLAIM_SQL, ['p1', ['t'], [50], [60_000], 400, 8, [], 64e6, 1, [8]])
     expect(p).toContain('actions_event_due_idx')
     expect(p).not.toMatch(/Seq Scan on actions_event/)
   })

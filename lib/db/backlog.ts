@@ -1,3 +1,4 @@
+import { DUE } from './due.js'
 import type { Queryable } from './pool.js'
 
 /** Per project: due events by state, the oldest due event's age, and events waiting in `failed`. */
@@ -15,7 +16,7 @@ export function dueTotal(b: ProjectBacklog): number {
 
 export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n, extract(epoch FROM now() - min(visible_at))::float8 AS oldest_s
   FROM actions_event
-  WHERE state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+  WHERE ${DUE}
   GROUP BY project, state`
 
 export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`

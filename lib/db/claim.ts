@@ -1,20 +1,15 @@
 import type { Queryable } from './pool.js'
-import type { EventRow } from './events.js'
-
-/**
- * A claimed event as a delivery needs it: what its wire `meta` holds, the lease, and the payload as
- * Postgres stores it (`jsonb` text, never parsed here: lib/delivery/template.ts splices it into the body).
- */
-export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent' | 'visible_at'> & {
-  /** ISO 8601 UTC with milliseconds, as JSON.stringify writes a Date. */
-  created_at: string
-  last_state_change: string
-  /** The payload's `jsonb` text form (`{"a": 1, "b": [2, 3]}`). */
-  payload: string
-}
+import type { ClaimedEvent } from '../events.js'
+import { DUE } from './due.js'
 
 /** What the claim needs to know of each target the schema defines. */
-export type TargetClaimConfig = { name: string; batchSize: number; leaseMs: number }
+export type TargetClaimConfig = {
+  name: string
+  batchSize: number
+  leaseMs: number
+  /** Batches of this target one claim may take at most, so one target cannot fill a drain's queue alone. */
+  maxBatches: number
+}
 
 /** Events of one target claimed together, most urgent first; each row's `visible_at` is its lease, the fencing token of its record. */
 export type ClaimedBatch = { target: string; events: ClaimedEvent[]; /** Payload bytes, serialized: what holding the batch costs. */ bytes: number }
@@ -44,29 +39,30 @@ const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigge
 
 /**
  * $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most,
- * $7 targets whose events wait, $8 payload byte budget, $9 batches taken whatever the budget (0 or 1).
+ * $7 targets whose events wait, $8 payload byte budget, $9 batches taken whatever the budget (0 or 1),
+ * $10 batches per target at most (by target, as $2).
  */
 export const CLAIM_SQL = `WITH cfg AS (
-    SELECT * FROM unnest($2::text[], $3::int[], $4::int[]) AS c(target, batch_size, lease_ms)
+    SELECT * FROM unnest($2::text[], $3::int[], $4::int[], $10::int[]) AS c(target, batch_size, lease_ms, max_batches)
   ),
   candidates AS (
     SELECT id, target, priority, visible_at, octet_length(payload::text) AS bytes
     FROM actions_event
-    WHERE project = $1 AND state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+    WHERE project = $1 AND ${DUE}
       AND target <> ALL($7::text[])
     ORDER BY priority DESC, visible_at
     LIMIT $5
     FOR NO KEY UPDATE SKIP LOCKED
   ),
   ranked AS (
-    SELECT c.id, c.target, c.bytes, cfg.batch_size, cfg.lease_ms,
+    SELECT c.id, c.target, c.bytes, cfg.batch_size, cfg.lease_ms, cfg.max_batches,
            row_number() OVER (ORDER BY c.priority DESC, c.visible_at, c.id) AS pos,
            (row_number() OVER (PARTITION BY c.target ORDER BY c.priority DESC, c.visible_at, c.id) - 1) / coalesce(cfg.batch_size, 1) AS chunk
     FROM candidates c LEFT JOIN cfg ON cfg.target = c.target
   ),
   sized AS (
     SELECT target, chunk, min(pos) AS first_pos, sum(bytes) AS bytes
-    FROM ranked WHERE batch_size IS NOT NULL
+    FROM ranked WHERE batch_size IS NOT NULL AND chunk < max_batches
     GROUP BY target, chunk
     ORDER BY min(pos)
     LIMIT $6
@@ -109,7 +105,7 @@ export const CLAIM_SQL = `WITH cfg AS (
  * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond,
  * so the value read back is an exact fencing token). Due events of targets missing from the schema are
  * failed terminally in the same statement (upstream's rule: the attempt counts, no request is made).
- * Events of `limits.waiting` targets are left as they are. Batches stop before their payload bytes
+ * Events of `limits.waiting` targets are left as they are; a target gets at most its `maxBatches`. Batches stop before their payload bytes
  * would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`.
  */
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {
@@ -120,7 +116,7 @@ export async function claimBatches(db: Queryable, project: string, targets: read
     text: CLAIM_SQL,
     values: [
       project, targets.map(t => t.name), targets.map(t => t.batchSize), targets.map(t => t.leaseMs), window, maxBatches,
-      limits.waiting, limits.budgetBytes, limits.atLeastOne ? 1 : 0,
+      limits.waiting, limits.budgetBytes, limits.atLeastOne ? 1 : 0, targets.map(t => t.maxBatches),
     ],
   })
   const unknownTarget: ClaimedEvent[] = []

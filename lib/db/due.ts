@@ -1,5 +1,12 @@
 import type { Queryable } from './pool.js'
 
+/**
+ * The one spelling of "due" (DESIGN.md §2) for every statement that asks for due events. Keep the text
+ * as it is: the partial index actions_event_due_idx (infra/migrations/001_init.sql) is defined on
+ * these states, and the planner matches the predicate to it by its text.
+ */
+export const DUE = `state IN ('created', 'retrying', 'processing') AND visible_at <= now()`
+
 // `held` names targets whose events wait for a schema fix: they are due but no drain will take them,
 // so they must not count as work a signal could move.
 
@@ -7,7 +14,7 @@ import type { Queryable } from './pool.js'
 export async function hasDueEvents(db: Queryable, project: string, held: readonly string[] = []): Promise<boolean> {
   const { rows } = await db.query(
     `SELECT 1 FROM actions_event
-     WHERE project = $1 AND state IN ('created', 'retrying', 'processing') AND visible_at <= now()
+     WHERE project = $1 AND ${DUE}
        AND target <> ALL($2::text[]) LIMIT 1`,
     [project, held],
   )

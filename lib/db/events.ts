@@ -1,29 +1,6 @@
 import type { Queryable } from './pool.js'
 
-/** A row of `actions_event` as the dispatcher and the operator commands read it. */
-export type EventRow = {
-  id: string
-  project: string
-  transaction_id: string
-  created_at: Date
-  resolved_at: Date | null
-  visible_at: Date
-  num_retries: number
-  state: EventState
-  last_state_change: Date
-  stage: string | null
-  schema_version: number
-  target: string
-  trigger: string
-  priority: number
-  payload: Record<string, unknown>
-  log: unknown[]
-  identity_id: string | null
-  ip_address: string | null
-  user_agent: string | null
-}
-
-export type EventState = 'created' | 'retrying' | 'processing' | 'succeed' | 'failed' | 'stopped'
+export type { EventRow, EventState } from '../events.js'
 
 /** One event to write; request-level fields are shared by the whole insert. */
 export type NewEvent = { id: string; trigger: string; target: string; priority: number; payload: unknown }

@@ -1,3 +1,4 @@
+import { DUE } from './due.js'
 import type { EventRow } from './events.js'
 import type { Queryable } from './pool.js'
 
@@ -8,7 +9,7 @@ const LISTINGS: Record<Listing, string> = {
   // Upstream's failedEvents lists both: an event still retrying has failed at least once.
   failed: `state IN ('failed', 'retrying') ORDER BY last_state_change DESC`,
   processing: `state = 'processing' AND visible_at > now() ORDER BY visible_at`,
-  due: `state IN ('created', 'retrying', 'processing') AND visible_at <= now() ORDER BY priority DESC, visible_at`,
+  due: `${DUE} ORDER BY priority DESC, visible_at`,
 }
 
 /** One line of a listing: no payload, and only the start of the last error. */

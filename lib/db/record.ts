@@ -1,5 +1,5 @@
-import type { Outcome } from '../delivery/response.js'
-import { cleanText, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../delivery/text.js'
+import type { Outcome } from '../events.js'
+import { cleanText, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../text.js'
 import { MAX_INT32 } from '../schema/limits.js'
 import type { Queryable } from './pool.js'
 

@@ -1,12 +1,10 @@
+import type { Outcome } from '../events.js'
 import type { Logger } from '../log.js'
-import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES, type Redactor } from './text.js'
+import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES, type Redactor } from '../text.js'
 
-export { STORED_RESPONSE_BYTES } from './text.js'
+export { STORED_RESPONSE_BYTES } from '../text.js'
 
-/** What one attempt did to one event. `entry` is appended to the event's log when the attempt failed. */
-export type Outcome =
-  | { ok: true; code: number }
-  | { ok: false; code?: number; errorMessage: string; response?: string }
+export type { Outcome } from '../events.js'
 
 /**
  * Response bytes read at most; the rest is discarded unread (a target can answer with anything). A JSON

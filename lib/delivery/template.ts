@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { ClaimedEvent } from '../db/claim.js'
+import type { ClaimedEvent } from '../events.js'
 import type { WebhookTarget } from '../schema/actions.js'
 import { compactJsonb } from './jsonb.js'
 

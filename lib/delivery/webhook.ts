@@ -1,14 +1,14 @@
 import { STATUS_CODES } from 'node:http'
 import type { Dispatcher } from 'undici'
-import type { ClaimedEvent } from '../db/claim.js'
+import type { ClaimedEvent } from '../events.js'
 import type { Logger } from '../log.js'
-import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
+import type { WebhookTarget } from '../schema/actions.js'
 import { endDeadline, startDeadline } from './deadlines.js'
 import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE } from './egress.js'
 import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse, type Outcome } from './response.js'
 import { signingKeys, withSignature, type SigningKeys } from './signing.js'
 import { PayloadPathError, requestBodyText, substitute, UndefinedVariableError } from './template.js'
-import { redactor, type Redactor } from './text.js'
+import { redactor, type Redactor } from '../text.js'
 
 export { MAX_RESPONSE_BYTES } from './response.js'
 export const USER_AGENT = 'Contember Actions'
@@ -64,11 +64,14 @@ function requestHeaders(targetHeaders: ReadonlyArray<readonly [string, string]>)
   return Object.fromEntries(out)
 }
 
+/** A target as one delivery needs it: its options, its address, and its timeout with the default applied. */
+export type Endpoint = { target: WebhookTarget; address: Address; timeoutMs: number }
+
 /**
  * POSTs one batch to a webhook target and interprets the answer. Never throws for target trouble:
  * timeouts, refused connections and bad answers become failed outcomes. Nothing secret is logged.
  */
-export async function deliver(http: Dispatcher, target: WebhookTarget, address: Address, events: readonly ClaimedEvent[], log: Logger): Promise<Delivery> {
+export async function deliver(http: Dispatcher, { target, address, timeoutMs }: Endpoint, events: readonly ClaimedEvent[], log: Logger): Promise<Delivery> {
   const ids = events.map(e => e.id)
   const started = performance.now()
   const finish = (outcomes: Map<string, Outcome>): Delivery => ({ outcomes, durationMs: Math.round(performance.now() - started) })
@@ -87,7 +90,6 @@ export async function deliver(http: Dispatcher, target: WebhookTarget, address: 
     return failAll(e.message)
   }
 
-  const timeoutMs = target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
   // One deadline for connect, headers and body together, on the shared timer (lib/delivery/deadlines.ts).
   const deadline = startDeadline(timeoutMs)
   let res: HttpResponse

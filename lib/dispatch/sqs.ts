@@ -2,7 +2,9 @@ import type { Deps } from '../deps.js'
 import { drainProject, type DrainOptions } from './drain.js'
 
 /**
- * Drains each distinct project once, a few at a time. Returns the error of every project whose drain
+ * Drains each distinct project once, a few at a time, each for at most DISPATCH_PROJECT_SLICE_MS of
+ * claiming: a project with more work yields its place with a continuation signal, so every project
+ * named in the batch starts within seconds, however deep another's backlog. Returns the error of every project whose drain
  * threw (logged and counted as a crash here); the caller has its signals redelivered.
  */
 export async function drainProjects(deps: Deps, projects: readonly string[], opts: DrainOptions): Promise<Map<string, unknown>> {
@@ -11,7 +13,7 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
   const parallel = Math.max(1, Math.floor(deps.config.DB_POOL_MAX / 3))
   const outcomes = await mapLimited([...new Set(projects)], parallel, async project => {
     try {
-      const result = await drainProject(deps, project, opts)
+      const result = await drainProject(deps, project, { ...opts, sliceMs: deps.config.DISPATCH_PROJECT_SLICE_MS })
       deps.log.debug('Drain finished', { project, ...result })
       return undefined
     } catch (error) {

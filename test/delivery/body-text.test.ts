@@ -3,7 +3,7 @@
 // payload Postgres can store, under any body template. Postgres itself writes the text, as in a claim.
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { ClaimedEvent } from '../../lib/db/claim.js'
+import type { ClaimedEvent } from '../../lib/events.js'
 import { eventJson, PayloadPathError, requestBody, requestBodyText } from '../../lib/delivery/template.js'
 import { compactJsonb } from '../../lib/delivery/jsonb.js'
 import type { WebhookTarget } from '../../lib/schema/actions.js'

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { UNRECORDABLE } from '../../lib/dispatch/recorder.js'
 import { setVariables } from '../../lib/db/variables.js'
-import { STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../../lib/delivery/text.js'
+import { STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../../lib/text.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { startReceiver, type Receiver, type ReceivedRequest } from '../helpers/receiver.js'
 import { testEnv, type TestEnv } from '../helpers/runtime.js'

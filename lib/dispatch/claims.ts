@@ -1,0 +1,289 @@
+import { claimBatches, type ClaimedBatch, type ClaimResult, type TargetClaimConfig } from '../db/claim.js'
+import type { Queryable } from '../db/pool.js'
+import { releaseClaims } from '../db/record.js'
+import type { ClaimedEvent } from '../events.js'
+import type { ResolvedTarget } from './targets.js'
+
+/** A claimed batch waiting for (or under) delivery. */
+export type Claimed = { batch: ClaimedBatch; target: ResolvedTarget; claimedAt: number }
+
+/** What {@link ClaimQueue.next} hands a worker: a batch to deliver, `again` (ask once more), or `empty`. */
+export type Next = Claimed | 'again' | 'empty'
+
+export type ClaimQueueInput = {
+  db: Queryable
+  project: string
+  /** Every target of the stored schema, resolved; held-back ones wait, unclaimed. */
+  targets: ReadonlyMap<string, ResolvedTarget>
+  concurrency: number
+  maxClaimedBytes: number
+  /** Whether a delivery to the target still fits in the invocation's time left. */
+  fits: (t: ResolvedTarget) => boolean
+  /** Runs before each claim statement (the drain lets the recorder catch up there). */
+  beforeClaim: () => Promise<void>
+  /** Events the claim failed because their target is not in the schema. */
+  onUnknownTarget: (rows: ClaimedEvent[]) => void
+}
+
+/** Events claimed ahead of the workers (at least two batches per worker). */
+const PREFETCH_EVENTS = 256
+/**
+ * How long a target the claim found nothing due for is left out of the claims made only for it: a
+ * drain asks again this often, so a target whose events become due mid-drain joins within a second.
+ */
+const EMPTY_RECHECK_MS = 1_000
+
+/**
+ * Claimed batches, queued ahead of the workers and handed out fairly. One claim statement at a time
+ * refills the queue before it runs dry, within a byte budget (DISPATCH_MAX_CLAIMED_BYTES) and a cap
+ * per target, so a slow or dead target cannot fill it alone. A worker gets the first queued batch of a
+ * target below its share of the workers (the concurrency over the targets with work); claims whose
+ * time or lease ran short go back to the database unattempted.
+ */
+export class ClaimQueue {
+  private readonly queue: Claimed[] = []
+  private readonly runnable: ResolvedTarget[]
+  private readonly prefetch: number
+  private readonly perTarget: number
+  private readonly bytes: ByteBudget
+  private readonly held = new Map<string, number>()
+  private readonly inFlight = new Map<string, number>()
+  /** When a claim last found nothing due for a target; absent: not asked yet, or it had work. */
+  private readonly emptyAt = new Map<string, number>()
+  private claiming: Promise<void> | undefined
+  private exhausted = false
+  private stopped = false
+  // Counts events that may have become claimable (a delivery finished, claims went back): a claim that
+  // ran meanwhile may have missed them, so it cannot call the project exhausted.
+  private changes = 0
+  private failure: unknown
+  /** Some target's events were left because its timeout no longer fits: the drain stops for time. */
+  leftForTime: boolean
+
+  constructor(private readonly input: ClaimQueueInput) {
+    const all = [...input.targets.values()]
+    this.runnable = all.filter(t => !t.heldBack)
+    this.leftForTime = all.some(t => t.heldBack === 'too slow')
+    // A few hundred events, at least two batches per worker: a worker never waits for a claim round trip.
+    const maxBatchSize = Math.max(1, ...this.runnable.map(t => t.batchSize))
+    this.prefetch = Math.max(2 * input.concurrency, Math.ceil(PREFETCH_EVENTS / maxBatchSize))
+    // Alone, a target may fill the queue; beside others, half of it, so there is always room for them.
+    this.perTarget = this.runnable.length > 1 ? Math.ceil(this.prefetch / 2) : this.prefetch
+    this.bytes = new ByteBudget(input.maxClaimedBytes)
+  }
+
+  /** The first claim failure, if any: the drain stops on it. */
+  get error(): unknown {
+    return this.failure
+  }
+
+  /** The next batch for a worker, after checking that its time and lease still allow a delivery. */
+  async next(): Promise<Next> {
+    if (this.failure) return 'empty'
+    void this.refill()
+    const next = this.pick()
+    if (!next) {
+      const pending = this.claiming ?? this.refill()
+      if (pending) {
+        await pending
+        return 'again'
+      }
+      const any = this.queue.shift()
+      if (!any) return 'empty'
+      return this.checked(any)
+    }
+    return this.checked(next)
+  }
+
+  /** Marks a batch handed out by {@link next} as done: its bytes are free, its events may be claimable again. */
+  finished(c: Claimed): void {
+    this.count(this.inFlight, c.target.name, -1)
+    this.count(this.held, c.target.name, -1)
+    this.bytes.freed(c.batch)
+    this.changed()
+  }
+
+  /** Stops claiming and hands every queued claim back at once (a drain ending, or yielding its slice). */
+  async stop(): Promise<void> {
+    this.stopped = true
+    await this.claiming
+    if (this.queue.length > 0) await this.release(this.queue.splice(0))
+  }
+
+  /** Batches handed out and not yet finished (counted as they are handed out, before any await). */
+  get delivering(): number {
+    let n = 0
+    for (const v of this.inFlight.values()) n += v
+    return n
+  }
+
+  /** Claims still queued: a drain that ends with some left must release them. */
+  get queued(): number {
+    return this.queue.length
+  }
+
+  /** Waits for a claim under way (a drain ends only after it). */
+  async settled(): Promise<void> {
+    await this.claiming
+  }
+
+  private changed(): void {
+    this.changes++
+    this.exhausted = false
+  }
+
+  private count(map: Map<string, number>, name: string, by: number): void {
+    map.set(name, (map.get(name) ?? 0) + by)
+  }
+
+  /**
+   * The first queued batch of a target below its share of the workers. The targets sharing them are
+   * those holding claims and those not yet found without due events. Undefined when every queued
+   * batch's target has its share (a claim may bring another target's batch) or nothing is queued.
+   */
+  private pick(): Claimed | undefined {
+    const sharing = new Set([...this.held].filter(([, n]) => n > 0).map(([name]) => name))
+    for (const t of this.runnable) if (!this.emptyAt.has(t.name) && this.input.fits(t)) sharing.add(t.name)
+    const share = Math.ceil(this.input.concurrency / Math.max(1, sharing.size))
+    const i = this.queue.findIndex(c => (this.inFlight.get(c.target.name) ?? 0) < share)
+    return i < 0 ? undefined : this.queue.splice(i, 1)[0]
+  }
+
+  /** Hands out a claim, or releases it (and the queued claims in the same trouble) when it can no longer be delivered safely. */
+  private async checked(next: Claimed): Promise<Next> {
+    const fits = this.input.fits
+    if (!fits(next.target)) {
+      // Out of time for this target: its queued claims go back at once, due now, for the continuation;
+      // faster targets go on.
+      this.leftForTime = true
+      await this.release([next, ...this.takeQueued(c => !fits(c.target))])
+      return 'again'
+    }
+    const unsafe = (c: Claimed) => performance.now() - c.claimedAt + c.target.timeoutMs > c.target.leaseMs
+    if (unsafe(next)) {
+      // Its lease could run out mid-delivery, letting another dispatcher take the events too; claims
+      // queued behind a slow target age together, so all that are as old go back in one statement.
+      await this.release([next, ...this.takeQueued(unsafe)])
+      return 'again'
+    }
+    this.count(this.inFlight, next.target.name, 1)
+    return next
+  }
+
+  /** Removes and returns the queued claims that match. */
+  private takeQueued(matches: (c: Claimed) => boolean): Claimed[] {
+    const taken = this.queue.filter(matches)
+    for (const c of taken) this.queue.splice(this.queue.indexOf(c), 1)
+    return taken
+  }
+
+  /** Hands claims back without an attempt; their bytes are free at once, their events claimable once released. */
+  private async release(claims: Claimed[]): Promise<void> {
+    for (const c of claims) {
+      this.bytes.freed(c.batch)
+      this.count(this.held, c.target.name, -1)
+    }
+    await releaseClaims(this.input.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+    this.changed()
+  }
+
+  /** Starts a claim when one is worth making; returns the claim under way, if any. */
+  private refill(): Promise<void> | undefined {
+    if (this.claiming || this.exhausted || this.stopped || this.failure) return this.claiming
+    const ready = this.runnable.filter(this.input.fits)
+    if (ready.length < this.runnable.length) this.leftForTime = true
+    const offered = this.offered(ready)
+    const want = Math.min(this.prefetch - this.queue.length, this.bytes.batchesThatFit(), offered.reduce((n, t) => n + t.maxBatches, 0))
+    if (offered.length === 0 || want <= 0) {
+      // Nothing to ask for until a delivery finishes (the budget or the caps are spent) or time runs out.
+      if (ready.length === 0 || (offered.length > 0 && want <= 0)) this.exhausted = true
+      return undefined
+    }
+    this.claiming = this.claim(ready, offered, want)
+      .catch(e => { this.failure ??= e })
+      .finally(() => { this.claiming = undefined })
+    return this.claiming
+  }
+
+  /**
+   * The targets a claim asks for, each with the batches it may still take: those holding at most half
+   * their cap. A claim is made when the queue is half empty (as deep as needed, never a round trip per
+   * batch) or, earlier, when a target may have work nobody claimed yet: not asked yet, or found without
+   * due events more than EMPTY_RECHECK_MS ago (so a dead target's queue cannot hide a healthy one).
+   */
+  private offered(ready: readonly ResolvedTarget[]): TargetClaimConfig[] {
+    const now = performance.now()
+    const open = ready.filter(t => (this.held.get(t.name) ?? 0) <= this.perTarget / 2)
+    const unasked = open.some(t => now - (this.emptyAt.get(t.name) ?? -Infinity) >= EMPTY_RECHECK_MS && (this.held.get(t.name) ?? 0) === 0)
+    if (this.queue.length > this.prefetch / 2 && !unasked) return []
+    return open.map(t => ({ name: t.name, batchSize: t.batchSize, leaseMs: t.leaseMs, maxBatches: this.perTarget - (this.held.get(t.name) ?? 0) }))
+  }
+
+  private async claim(ready: readonly ResolvedTarget[], offered: readonly TargetClaimConfig[], want: number): Promise<void> {
+    await this.input.beforeClaim()
+    // Events of held and too slow targets wait, and so do those of targets at their cap; only a target
+    // missing from the schema fails.
+    const waiting = [...this.input.targets.keys()].filter(name => !offered.some(t => t.name === name))
+    const changesBefore = this.changes
+    const claimed = await claimBatches(this.input.db, this.input.project, offered, want, {
+      waiting, budgetBytes: this.bytes.left(), atLeastOne: this.bytes.held() === 0,
+    })
+    this.input.onUnknownTarget(claimed.unknownTarget)
+    this.enqueue(claimed, ready)
+    // A target at its cap, or a claim cut at `want`, may hide more due events behind it.
+    const full = claimed.batches.length >= want || offered.some(t => claimed.batches.filter(b => b.target === t.name).length >= t.maxBatches)
+    // Otherwise a target that got fewer batches than it could take has nothing more due now.
+    for (const t of offered) {
+      const got = claimed.batches.filter(b => b.target === t.name).length
+      if (!full && got < t.maxBatches) this.emptyAt.set(t.name, performance.now())
+      else if (got > 0) this.emptyAt.delete(t.name)
+    }
+    // Fewer batches than asked means nothing else is claimable right now (or the budget is spent).
+    this.exhausted = !full && claimed.unknownTarget.length === 0 && this.changes === changesBefore
+  }
+
+  private enqueue(claimed: ClaimResult, ready: readonly ResolvedTarget[]): void {
+    const claimedAt = performance.now()
+    this.bytes.claimed(claimed.batches)
+    for (const batch of claimed.batches) {
+      const target = ready.find(t => t.name === batch.target)
+      if (!target) continue
+      this.count(this.held, target.name, 1)
+      this.queue.push({ batch, target, claimedAt })
+    }
+  }
+}
+
+/** Payload bytes held in claimed events (queued and in flight) against DISPATCH_MAX_CLAIMED_BYTES. */
+class ByteBudget {
+  private holding = 0
+  // Mean bytes of the batches last claimed: the next claim asks only for what the budget left can
+  // hold, so its candidate window (payloads Postgres reads to measure) stays near what it takes.
+  private perBatch = 0
+
+  constructor(private readonly max: number) {}
+
+  held(): number {
+    return this.holding
+  }
+
+  left(): number {
+    return Math.max(0, this.max - this.holding)
+  }
+
+  /** Batches worth asking for: at least one while nothing is held, so an oversized batch still moves. */
+  batchesThatFit(): number {
+    const room = this.perBatch > 0 ? Math.floor((this.max - this.holding) / this.perBatch) : Number.POSITIVE_INFINITY
+    return this.holding === 0 ? Math.max(1, room) : room
+  }
+
+  claimed(batches: readonly ClaimedBatch[]): void {
+    const sum = batches.reduce((n, b) => n + b.bytes, 0)
+    this.holding += sum
+    if (batches.length > 0) this.perBatch = sum / batches.length
+  }
+
+  freed(batch: ClaimedBatch): void {
+    this.holding -= batch.bytes
+  }
+}

@@ -1,0 +1,90 @@
+import type { AttemptRecord, RecordedRow } from '../db/record.js'
+import type { ClaimedEvent, Outcome } from '../events.js'
+import { deliver } from '../delivery/webhook.js'
+import type { Deps } from '../deps.js'
+import type { Logger } from '../log.js'
+import type { ProjectMetrics } from '../metrics.js'
+import type { Claimed } from './claims.js'
+
+/** What a drain did to its events, counted as their outcomes are recorded. */
+export type Tally = {
+  succeeded: number
+  retried: number
+  failedAfterAttempt: number
+  failedUnknownTarget: number
+  batches: number
+}
+
+/** One line per delivered batch (the local stack prints it). */
+export type BatchReport = { project: string; target: string; events: number; succeeded: number; durationMs: number }
+
+export type BatchDelivery = {
+  deps: Pick<Deps, 'http'>
+  project: string
+  claimed: Claimed
+  log: Logger
+  metrics: ProjectMetrics
+  onBatch?: ((batch: BatchReport) => void) | undefined
+}
+
+/** Delivers one claimed batch and returns its attempt records, one per event; never throws for target trouble. */
+export async function deliverBatch({ deps, project, claimed: { batch, target }, log, metrics, onBatch }: BatchDelivery): Promise<AttemptRecord[]> {
+  let outcomes: Map<string, Outcome>
+  let durationMs = 0
+  try {
+    const delivery = await deliver(deps.http, target, batch.events, log)
+    outcomes = delivery.outcomes
+    durationMs = delivery.durationMs
+    metrics.deliveryDuration(durationMs / 1000)
+  } catch (error) {
+    // A bug, not target trouble: the attempt still counts, as upstream does, so the event cannot loop forever.
+    log.error('Delivery failed with an internal error', { target: target.name, error })
+    outcomes = new Map(batch.events.map(e => [e.id, { ok: false, errorMessage: 'Internal error' }]))
+  }
+  const records = batch.events.map((e: ClaimedEvent): AttemptRecord => ({
+    id: e.id,
+    lease: e.visible_at,
+    outcome: outcomes.get(e.id) ?? { ok: false, errorMessage: 'Internal error' },
+    durationMs,
+    maxAttempts: target.maxAttempts,
+    initialRepeatIntervalMs: target.initialRepeatIntervalMs,
+  }))
+  onBatch?.({ project, target: target.name, events: records.length, succeeded: records.filter(r => r.outcome.ok).length, durationMs })
+  return records
+}
+
+/** Counts recorded outcomes into the tally and the metrics; logs each event that failed for good. */
+export function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>, tally: Tally, metrics: ProjectMetrics, log: Logger): void {
+  let succeeded = 0
+  let retried = 0
+  let failed = 0
+  for (const row of rows) {
+    if (row.state === 'succeed') succeeded++
+    else if (row.state === 'retrying') retried++
+    else {
+      failed++
+      const outcome = records.get(row.id)?.outcome
+      log.error('Action event failed permanently, no attempts left', {
+        eventId: row.id, target: row.target, trigger: row.trigger, attempts: row.num_retries,
+        code: outcome && !outcome.ok ? outcome.code : undefined,
+        errorMessage: outcome && !outcome.ok ? outcome.errorMessage : undefined,
+      })
+    }
+  }
+  tally.succeeded += succeeded
+  tally.retried += retried
+  tally.failedAfterAttempt += failed
+  metrics.succeeded(succeeded)
+  metrics.deliveryAttemptFailed(retried + failed)
+  metrics.failed(failed)
+}
+
+/** Counts and logs the events the claim failed because their target is not in the schema. */
+export function failUnknown(rows: ClaimedEvent[], tally: Tally, metrics: ProjectMetrics, log: Logger): void {
+  for (const row of rows) {
+    // Never retried: the schema has to name the target again before such an event can be delivered.
+    log.error('Action event failed permanently, its target is not in the schema', { eventId: row.id, target: row.target, trigger: row.trigger })
+  }
+  tally.failedUnknownTarget += rows.length
+  metrics.failed(rows.length)
+}

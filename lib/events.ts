@@ -1,0 +1,46 @@
+// The event types the store (lib/db) and delivery (lib/delivery) share. Both import them from here,
+// so neither has to import the other.
+
+export type EventState = 'created' | 'retrying' | 'processing' | 'succeed' | 'failed' | 'stopped'
+
+/** A row of `actions_event` as the operator commands read it, its attempt log included. */
+export type EventRow = {
+  id: string
+  project: string
+  transaction_id: string
+  created_at: Date
+  resolved_at: Date | null
+  visible_at: Date
+  num_retries: number
+  state: EventState
+  last_state_change: Date
+  stage: string | null
+  schema_version: number
+  target: string
+  trigger: string
+  priority: number
+  payload: Record<string, unknown>
+  log: unknown[]
+  identity_id: string | null
+  ip_address: string | null
+  user_agent: string | null
+}
+
+/**
+ * An event as the claim returns it: what its wire `meta` holds, its lease, and the payload as Postgres
+ * stores it (`jsonb` text, never parsed on the way: lib/delivery/template.ts splices it into the body).
+ * No attempt log: it can be large and delivery never reads it. `visible_at` is the lease, the fencing
+ * token of its record.
+ */
+export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent' | 'visible_at'> & {
+  /** ISO 8601 UTC with milliseconds, as JSON.stringify writes a Date. */
+  created_at: string
+  last_state_change: string
+  /** The payload's `jsonb` text form (`{"a": 1, "b": [2, 3]}`). */
+  payload: string
+}
+
+/** What one attempt did to one event; a failed one is appended to the event's log. */
+export type Outcome =
+  | { ok: true; code: number }
+  | { ok: false; code?: number; errorMessage: string; response?: string }
