@@ -5,7 +5,7 @@ import type { Config } from './config.js'
 import { createPool } from './db/pool.js'
 import { guardedConnector, parseNetworks } from './delivery/egress.js'
 import { createLogger, type Logger } from './log.js'
-import { createMetrics, type Metrics } from './metrics.js'
+import { createMetrics, type Metrics } from './metrics/registry.js'
 import { createMetricSinks, type MetricSinks } from './metrics/sinks.js'
 import { createSignals, type Signals } from './signals.js'
 

@@ -12,7 +12,10 @@ export const SWEEPER_JOB = 'contember_actions_sweeper'
 /** Counters and histograms one execution environment accumulates and pushes. */
 export type Metrics = ReturnType<typeof createMetrics>
 
-/** Builds the registry with the seed's metric names and help texts, plus this project's additions. */
+/**
+ * Builds the registry with the seed's metric names and help texts, plus this project's additions.
+ * Every help text states its unit (events, attempts, drains, targets, pushes, seconds).
+ */
 export function createMetrics() {
   const registry = new Registry()
   const labelNames: ProjectLabel[] = [PROJECT_LABEL]
@@ -56,7 +59,7 @@ export function createMetrics() {
   const targetsHeld = new Counter({
     registers, labelNames,
     name: 'contember_actions_targets_held_total',
-    help: 'Total number of times a drain held back a target of the stored schema (its events wait, unclaimed: the target breaks a limit or its timeout does not fit the invocation), by contember_project.',
+    help: 'Total number of targets a drain held back, one per target and drain (the target breaks a limit of the stored schema or its timeout does not fit the invocation; its events wait, unclaimed), by contember_project.',
   })
   const forProject = (project: string) => {
     const labels = { [PROJECT_LABEL]: project }
@@ -90,7 +93,7 @@ export function createSweeperGauges() {
   const dueEvents = new Gauge({
     registers, labelNames: [PROJECT_LABEL, 'state'],
     name: 'contember_actions_due_events',
-    help: 'Events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
+    help: 'Number of events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
   })
   const oldestDueAge = new Gauge({
     registers, labelNames: [PROJECT_LABEL],
@@ -100,7 +103,7 @@ export function createSweeperGauges() {
   const failedEvents = new Gauge({
     registers, labelNames: [PROJECT_LABEL],
     name: 'contember_actions_failed_events',
-    help: 'Events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
+    help: 'Number of events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
   })
   return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents }
 }
