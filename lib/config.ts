@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { parseNetworks } from './delivery/egress.js'
+import { describeCause, ValidationError } from './errors.js'
 import { DEFAULT_MAX_TARGET_TIMEOUT_MS } from './schema/limits.js'
 
 const bool = z
@@ -77,10 +78,10 @@ export const configSchema = z.object({
 export type Config = z.infer<typeof configSchema>
 
 /** Thrown when the environment does not describe a runnable configuration. */
-export class ConfigError extends Error {
+export class ConfigError extends ValidationError {
   override name = 'ConfigError'
-  constructor(readonly problems: string[]) {
-    super(`Invalid configuration:\n${problems.map(p => `  - ${p}`).join('\n')}`)
+  constructor(problems: string[], options?: ErrorOptions) {
+    super('configuration', problems, options)
   }
 }
 
@@ -107,7 +108,7 @@ function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
   return out
 }
 
-/** Reads one SecureString; `ssm` is the SDK's GetParameter call (injected so this file stays free of SDK clients). */
+/** Reads one SecureString by name (in Lambda, SSM's GetParameter from functions/runtime.ts; injected so this file stays free of SDK clients). */
 export type ParameterReader = (name: string) => Promise<string | undefined>
 
 /**
@@ -121,7 +122,7 @@ export async function resolveSecrets(env: NodeJS.ProcessEnv, read: ParameterRead
   try {
     value = await read(name)
   } catch (cause) {
-    throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: could not read ${name} (${cause instanceof Error ? cause.name : 'error'})`])
+    throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: could not read ${name} (${cause instanceof Error ? cause.name : 'error'})`], { cause: describeCause(cause) })
   }
   if (!value) throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: ${name} has no value`])
   return { ...env, DATABASE_URL: value }

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { describeBounded, formatPath, inspectJson, type JsonObject, type JsonValue } from './json.js'
+import { ValidationError } from '../errors.js'
 import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, targetProblems, type TargetLimits } from './limits.js'
 
 // The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
@@ -89,10 +90,10 @@ export type BasicTrigger = z.infer<typeof basicTriggerSchema>
 export const TARGET_DEFAULTS = { timeoutMs: 30_000, maxAttempts: 10, initialRepeatIntervalMs: 5_000, batchSize: 1 } as const
 
 /** Thrown when a stored or supplied actions schema is invalid; each problem names its path. */
-export class SchemaValidationError extends Error {
+export class SchemaValidationError extends ValidationError {
   override name = 'SchemaValidationError'
-  constructor(readonly problems: string[]) {
-    super(`Invalid actions schema:\n${problems.map(p => `  - ${p}`).join('\n')}`)
+  constructor(problems: string[]) {
+    super('actions schema', problems)
   }
 }
 
