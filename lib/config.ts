@@ -23,7 +23,7 @@ export const configSchema = z.object({
   SIGNAL_QUEUE_URL: url,
   AWS_REGION: z.string().min(1).default('us-east-1'),
   /**
-   * Bounded waits on SQS (STYLE.md #12): one attempt gives up after SQS_REQUEST_TIMEOUT_MS (connecting
+   * Bounded waits on SQS (every wait has a bound): one attempt gives up after SQS_REQUEST_TIMEOUT_MS (connecting
    * included, at most SQS_CONNECT_TIMEOUT_MS of it), and a send makes at most SQS_MAX_ATTEMPTS, so an
    * endpoint that never answers costs about attempts x request timeout. The defaults keep that well
    * inside enqueue's 30 s and the sweeper's 55 s; a send that fails is logged, the sweeper re-drives.

@@ -9,7 +9,7 @@ import { createMetrics, type Metrics } from './metrics/registry.js'
 import { createMetricSinks, type MetricSinks } from './metrics/sinks.js'
 import { createSignals, type Signals } from './signals.js'
 
-/** Everything a function needs, built once per cold start (STYLE.md #4: plain dependencies). */
+/** Everything a function needs, built once per cold start (plain dependencies: no container, no factories). */
 export type Deps = {
   config: Config
   db: pg.Pool

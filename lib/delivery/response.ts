@@ -3,14 +3,14 @@ import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BY
 
 export { STORED_RESPONSE_BYTES } from './text.js'
 
-/** What one attempt did to one event. `entry` is appended to the event's log when the attempt failed. */
+/** What one attempt did to one event. A failed one is stored as an entry of the event's log (lib/db/record.ts). */
 export type Outcome =
   | { ok: true; code: number }
   | { ok: false; code?: number; errorMessage: string; response?: string }
 
 /**
  * Response bytes read at most; the rest is discarded unread (a target can answer with anything). A JSON
- * answer longer than this cannot be judged, so it is an invalid response (DESIGN.md §4).
+ * answer longer than this cannot be judged, so it is an invalid response (README: The delivery contract).
  */
 export const MAX_RESPONSE_BYTES = 1024 * 1024
 
@@ -27,7 +27,7 @@ export type HttpResponse = {
 }
 
 /**
- * Interprets a webhook response for a batch with upstream's rules (DESIGN.md section 4): every event
+ * Interprets a webhook response for a batch with upstream's rules (README: The delivery contract): every event
  * gets an outcome. Receiver text in outcomes is redacted and bounded for storage; warnings name the
  * target and event ids, and quote receiver text only as a short redacted excerpt.
  */

@@ -5,7 +5,7 @@ import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_D
 
 // The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
 // compile time). `.strict()` everywhere: an unknown key is a typo an operator must hear about.
-// Two parses share this shape: the strict one at `schema set` adds the bounds of DESIGN.md §3; the
+// Two parses share this shape: the strict one at `schema set` adds the bounds of README's enqueue contract; the
 // structural one reads stored versions, which may predate a bound (dispatch holds such targets back).
 
 // Values are JSON by the time zod sees them: inspectJson has walked the input first (iteratively).
@@ -21,7 +21,7 @@ const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 /** A URL whose scheme and host come from a variable can only be checked once it is substituted. */
 const STARTS_WITH_VARIABLE = /^\{\{/
 const HTTP_SCHEME = /^https?:\/\//i
-/** The engine's own variable syntax (DESIGN.md §4). */
+/** The engine's own variable syntax (README: The delivery contract). */
 const VARIABLE_REFERENCE = /^\{\{[A-Za-z0-9_]+\}\}$/
 
 const number = z.number({ message: 'expected a number' })
@@ -100,7 +100,7 @@ export class SchemaValidationError extends ValidationError {
 export type SchemaParseOptions = Partial<TargetLimits>
 
 /**
- * Validates an actions schema for storing: upstream's shape plus the bounds of DESIGN.md §3, with
+ * Validates an actions schema for storing: upstream's shape plus the bounds in README's enqueue contract, with
  * `timeoutMs` bounded by `maxTimeoutMs` (config MAX_TARGET_TIMEOUT_MS). Throws
  * {@link SchemaValidationError} listing every problem by path and limit, never quoting a URL or header.
  */
