@@ -2,7 +2,7 @@ import type pg from 'pg'
 
 /**
  * Counts every statement sent through `pool`, on checked-out clients too (BEGIN and COMMIT count).
- * The bench's own copy, so that how the tests count (and where they keep that helper) is theirs to change.
+ * The bench's own copy (test/helpers/statements.ts is the tests'), so each side may change how it counts.
  */
 export function countStatements(pool: pg.Pool): { count(): number; reset(): void } {
   let n = 0

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { parseNetworks } from './delivery/egress.js'
+import { describeCause, ValidationError } from './errors.js'
 import { DEFAULT_MAX_TARGET_TIMEOUT_MS } from './schema/limits.js'
 
 const bool = z
@@ -22,7 +23,7 @@ export const configSchema = z.object({
   SIGNAL_QUEUE_URL: url,
   AWS_REGION: z.string().min(1).default('us-east-1'),
   /**
-   * Bounded waits on SQS (STYLE.md #12): one attempt gives up after SQS_REQUEST_TIMEOUT_MS (connecting
+   * Bounded waits on SQS (every wait has a bound): one attempt gives up after SQS_REQUEST_TIMEOUT_MS (connecting
    * included, at most SQS_CONNECT_TIMEOUT_MS of it), and a send makes at most SQS_MAX_ATTEMPTS, so an
    * endpoint that never answers costs about attempts x request timeout. The defaults keep that well
    * inside enqueue's 30 s and the sweeper's 55 s; a send that fails is logged, the sweeper re-drives.
@@ -82,10 +83,10 @@ export const configSchema = z.object({
 export type Config = z.infer<typeof configSchema>
 
 /** Thrown when the environment does not describe a runnable configuration. */
-export class ConfigError extends Error {
+export class ConfigError extends ValidationError {
   override name = 'ConfigError'
-  constructor(readonly problems: string[]) {
-    super(`Invalid configuration:\n${problems.map(p => `  - ${p}`).join('\n')}`)
+  constructor(problems: string[], options?: ErrorOptions) {
+    super('configuration', problems, options)
   }
 }
 
@@ -112,7 +113,7 @@ function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
   return out
 }
 
-/** Reads one SecureString; `ssm` is the SDK's GetParameter call (injected so this file stays free of SDK clients). */
+/** Reads one SecureString by name (in Lambda, SSM's GetParameter from functions/runtime.ts; injected so this file stays free of SDK clients). */
 export type ParameterReader = (name: string) => Promise<string | undefined>
 
 /**
@@ -126,7 +127,7 @@ export async function resolveSecrets(env: NodeJS.ProcessEnv, read: ParameterRead
   try {
     value = await read(name)
   } catch (cause) {
-    throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: could not read ${name} (${cause instanceof Error ? cause.name : 'error'})`])
+    throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: could not read ${name} (${cause instanceof Error ? cause.name : 'error'})`], { cause: describeCause(cause) })
   }
   if (!value) throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: ${name} has no value`])
   return { ...env, DATABASE_URL: value }

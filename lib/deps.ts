@@ -5,11 +5,11 @@ import type { Config } from './config.js'
 import { createPool } from './db/pool.js'
 import { guardedConnector, parseNetworks } from './delivery/egress.js'
 import { createLogger, type Logger } from './log.js'
-import { createMetrics, type Metrics } from './metrics.js'
+import { createMetrics, type Metrics } from './metrics/registry.js'
 import { createMetricSinks, type MetricSinks } from './metrics/sinks.js'
 import { createSignals, type Signals } from './signals.js'
 
-/** Everything a function needs, built once per cold start (STYLE.md #4: plain dependencies). */
+/** Everything a function needs, built once per cold start (plain dependencies: no container, no factories). */
 export type Deps = {
   config: Config
   db: pg.Pool

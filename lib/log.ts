@@ -1,3 +1,5 @@
+import { describeError } from './errors.js'
+
 /** Structured JSON logging, one line per record. Callers pass names and ids, never URLs, headers or variable values. */
 export type Level = 'debug' | 'info' | 'warn' | 'error'
 export type Fields = Record<string, unknown>
@@ -36,10 +38,8 @@ export function createLogger(level: Level = 'info', sink: Sink = stdoutSink, bas
   }
 }
 
-// Errors serialize to their name, message and cause chain; callers make sure such messages are secret-free.
+// Errors serialize as ../errors.ts describes them: name, message (callers keep it secret-free) and code,
+// then causes by name and code only (a driver's or SDK's message may quote a URL or input).
 function errorReplacer(_key: string, value: unknown): unknown {
-  if (value instanceof Error) {
-    return { name: value.name, message: value.message, ...(value.cause !== undefined ? { cause: value.cause } : {}) }
-  }
-  return value
+  return value instanceof Error ? describeError(value) : value
 }

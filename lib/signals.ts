@@ -1,4 +1,5 @@
 import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs'
+import { describeCause } from './errors.js'
 
 /** SQS allows at most this delay on a message. */
 export const MAX_DELAY_SECONDS = 900
@@ -13,7 +14,7 @@ export type Signals = {
   sendMany(entries: Array<{ project: string; count: number }>): Promise<void>
 }
 
-/** Thrown when the queue refused or did not answer; carries the SDK error as its cause, never the queue URL. */
+/** Thrown when the queue refused or did not answer; its cause is the SDK error's name and code (SDK messages may quote the queue URL). */
 export class SignalError extends Error {
   override name = 'SignalError'
 }
@@ -48,11 +49,4 @@ export function createSignals(sqs: SQSClient, queueUrl: string): Signals {
       }
     },
   }
-}
-
-// SDK errors may quote the endpoint; keep only what identifies the failure.
-function describeCause(cause: unknown): { name: string; code?: string } {
-  if (!(cause instanceof Error)) return { name: 'unknown' }
-  const code = 'code' in cause && typeof cause.code === 'string' ? cause.code : undefined
-  return code ? { name: cause.name, code } : { name: cause.name }
 }

@@ -1,5 +1,6 @@
 // `npm start`: the three functions on embedded defaults. `npm run demo`: the same, plus a guided run.
 import { parseArgs } from 'node:util'
+import { formatError } from '../lib/errors.js'
 import { runDemo } from './demo.js'
 import { startLocalStack, type LocalStack } from './stack.js'
 
@@ -121,7 +122,7 @@ function printOperatorEnv(stack: LocalStack, print: (line: string) => void): voi
 }
 
 process.exitCode = await main().catch(e => {
-  process.stderr.write(`${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`)
+  process.stderr.write(`${formatError(e)}\n`)
   return 1
 })
 setTimeout(() => process.exit(), EXIT_GRACE_MS).unref()

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { drainProject } from '../lib/dispatch/drain.js'
-import { countStatements } from '../lib/db/pool.js'
+import { countStatements } from './helpers/statements.js'
 import { setVariables } from '../lib/db/variables.js'
 import { json, startReceiver, type Receiver } from './helpers/receiver.js'
 import { testEnv, type TestEnv } from './helpers/runtime.js'

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler } from '../functions/enqueue.js'
-import { countStatements } from '../lib/db/pool.js'
+import { countStatements } from './helpers/statements.js'
 import { storeSchema } from '../lib/db/schemas.js'
 import { createDeps } from '../lib/deps.js'
 import { EnqueueValidationError } from '../lib/enqueue.js'

@@ -5,6 +5,7 @@ import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../functions/enqueue.js'
+import { createHandler as createSweeper } from '../functions/sweeper.js'
 import { ConfigError, resolveSecrets } from '../lib/config.js'
 import { createLogger } from '../lib/log.js'
 import { ssmParameterReader } from '../functions/runtime.js'
@@ -91,6 +92,28 @@ describe('log lines of an invocation', () => {
       expect(after.records()).toEqual([expect.not.objectContaining({ awsRequestId: expect.anything() })])
     } finally {
       await rx.close()
+      await env.close()
+    }
+  })
+
+  it('of the sweeper carry its request id too, its sink warnings and its summary included', async () => {
+    // An unreachable Pushgateway: the gauge push and the stale-group cleanup both warn.
+    const env = await testEnv({ CLOUDWATCH_METRICS: 'true', PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500' })
+    try {
+      await schemaFor(env.deps, 'rid-sweep', { t: { url: 'http://127.0.0.1:9/', maxAttempts: 1 } })
+      const logs = env.captureLogs()
+      const context = createContext()
+      try {
+        await createSweeper(() => env.deps)({}, context)
+      } finally {
+        logs.restore()
+      }
+      const records = logs.records()
+      expect(records.some(r => r.msg === 'Sweep finished')).toBe(true)
+      expect(records.some(r => r.msg === 'Could not clean up stale metric groups')).toBe(true)
+      expect(records.some(r => '_aws' in r)).toBe(true)
+      expect(records.filter(r => r.awsRequestId !== context.awsRequestId)).toEqual([])
+    } finally {
       await env.close()
     }
   })

@@ -5,7 +5,7 @@ import { createHandler as createEnqueue } from '../functions/enqueue.js'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
 import { loadConfig } from '../lib/config.js'
 import { closeDeps, createDeps } from '../lib/deps.js'
-import { createMetrics } from '../lib/metrics.js'
+import { createMetrics, createSweeperGauges } from '../lib/metrics/registry.js'
 import { createContext } from './helpers/lambda.js'
 import { parseSamples, sumByProject } from './helpers/prom.js'
 import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from './helpers/pushgateway.js'
@@ -27,6 +27,13 @@ describe('metric series', () => {
     const text = await m.registry.metrics()
     expect(text).toContain('contember_actions_delivery_duration_seconds_count{contember_project="quiet"} 1')
     expect(text).toContain('contember_actions_delivery_duration_seconds_bucket{le="0.05",contember_project="quiet"} 1')
+  })
+
+  it('states a unit in every help text', async () => {
+    const all = [...await createMetrics().registry.getMetricsAsJSON(), ...await createSweeperGauges().registry.getMetricsAsJSON()]
+    const unitless = all.filter(m => !/\b(events|attempts|drains|targets|pushes|seconds)\b/.test(m.help)).map(m => m.name)
+    expect(all.length).toBeGreaterThan(10)
+    expect(unitless).toEqual([])
   })
 
   it('keeps the seed\'s names and help texts', async () => {

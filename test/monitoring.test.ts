@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, it, expect } from 'vitest'
-import { createMetrics, createSweeperGauges } from '../lib/metrics.js'
+import { createMetrics, createSweeperGauges } from '../lib/metrics/registry.js'
 import { promtoolBinary, pushgatewayBinary, requireBinary, scrape, startPushgateway } from './helpers/pushgateway.js'
 
 const monitoringDir = fileURLToPath(new URL('../infra/monitoring/', import.meta.url))
@@ -128,7 +128,7 @@ describe('dashboard', () => {
 })
 
 describe('metric names', () => {
-  it('are all ones lib/metrics.ts defines (or the Pushgateway adds), in alerts and dashboard', async () => {
+  it('are all ones lib/metrics/registry.ts defines (or the Pushgateway adds), in alerts and dashboard', async () => {
     const known = await knownMetricNames()
     const alerts = alertExprs(await readFile(alertsPath, 'utf8'))
     const alertCount = (await readFile(alertsPath, 'utf8')).match(/^\s*- alert:/gm)?.length ?? 0

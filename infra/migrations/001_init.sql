@@ -1,4 +1,4 @@
--- Event store, per-project variables and versioned actions schemas (DESIGN.md section 2).
+-- Event store, per-project variables and versioned actions schemas (README: Architecture).
 
 CREATE TYPE actions_event_state AS ENUM ('created', 'retrying', 'processing', 'succeed', 'failed', 'stopped');
 

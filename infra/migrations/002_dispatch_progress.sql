@@ -1,4 +1,4 @@
--- When dispatch last made progress on each project (DESIGN.md section 6): the sweeper's heartbeat
+-- When dispatch last made progress on each project (README: Monitoring): the sweeper's heartbeat
 -- reads it while a project has overdue work. One row per project, written by the drain at most
 -- once per PROGRESS_INTERVAL_MS (lib/db/progress.ts), so it costs one tiny upsert now and then.
 

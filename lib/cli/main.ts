@@ -6,6 +6,7 @@ import { migrate } from '../db/migrate.js'
 import { createPool } from '../db/pool.js'
 import { deleteSchema, getCurrentSchema, storeSchema } from '../db/schemas.js'
 import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
+import { formatError } from '../errors.js'
 import { createSignals, type Signals } from '../signals.js'
 import { eventsCommand, EVENTS_USAGE } from './events.js'
 import { signingCommand, SIGNING_USAGE } from './signing.js'
@@ -68,7 +69,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
       io.err(`${e.message}\n\n${USAGE}`)
       return 2
     }
-    io.err(describe(e))
+    io.err(formatError(e))
     return 1
   } finally {
     sqs?.destroy()
@@ -124,7 +125,7 @@ async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<numbe
 }
 
 const modeSchema = z.enum(['merge', 'set', 'append-only-missing']) satisfies z.ZodType<VariablesMode>
-/** Names the templates can substitute (DESIGN §4); any other name could never be used. */
+/** Names the templates can substitute (README: The delivery contract); any other name could never be used. */
 const VARIABLE_NAME = /^[A-Za-z0-9_]+$/
 
 async function variablesCommand(pool: Ctx['pool'], args: string[], io: Io): Promise<number> {
@@ -168,17 +169,6 @@ function sqsClient(env: NodeJS.ProcessEnv): SQSClient {
     maxAttempts: 2,
     requestHandler: SQS_TIMEOUTS,
   })
-}
-
-/** One line for an error and its causes, by name and code only past the first (driver messages may quote input). */
-function describe(e: unknown): string {
-  if (!(e instanceof Error)) return String(e)
-  const causes: string[] = []
-  for (let c: unknown = e.cause; c instanceof Error && causes.length < 3; c = c.cause) {
-    const code = 'code' in c && typeof c.code === 'string' ? ` ${c.code}` : ''
-    causes.push(`${c.name}${code}`)
-  }
-  return `${e.name}: ${e.message}${causes.length ? ` (cause: ${causes.join(' ← ')})` : ''}`
 }
 
 async function readJson(file: string): Promise<unknown> {

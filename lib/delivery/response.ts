@@ -8,7 +8,7 @@ export type { Outcome } from '../events.js'
 
 /**
  * Response bytes read at most; the rest is discarded unread (a target can answer with anything). A JSON
- * answer longer than this cannot be judged, so it is an invalid response (DESIGN.md §4).
+ * answer longer than this cannot be judged, so it is an invalid response (README: The delivery contract).
  */
 export const MAX_RESPONSE_BYTES = 1024 * 1024
 
@@ -25,7 +25,7 @@ export type HttpResponse = {
 }
 
 /**
- * Interprets a webhook response for a batch with upstream's rules (DESIGN.md section 4): every event
+ * Interprets a webhook response for a batch with upstream's rules (README: The delivery contract): every event
  * gets an outcome. Receiver text in outcomes is redacted and bounded for storage; warnings name the
  * target and event ids, and quote receiver text only as a short redacted excerpt.
  */

@@ -63,7 +63,7 @@ export function webhookId(eventIds: readonly string[]): string {
 }
 
 /** The `webhook-signature` value: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` per key, space-separated. */
-export function sign(keys: SigningKeys, id: string, timestamp: number, body: string): string {
+export function sign(keys: SigningKeys, id: string, timestamp: number, body: string | Buffer): string {
   const prefix = `${id}.${timestamp}.`
   return keys.map(key => 'v1,' + createHmac('sha256', key).update(prefix).update(body).digest('base64')).join(' ')
 }
@@ -74,7 +74,7 @@ const SIGNATURE_HEADERS: ReadonlySet<string> = new Set(['webhook-id', 'webhook-t
  * The request headers with the three signature headers added when the target signs (ours replace
  * any the target set, whatever their case). The timestamp is this attempt's, in seconds.
  */
-export function withSignature(headers: Readonly<Record<string, string>>, keys: SigningKeys | undefined, eventIds: readonly string[], body: string, nowMs = Date.now()): Readonly<Record<string, string>> {
+export function withSignature(headers: Readonly<Record<string, string>>, keys: SigningKeys | undefined, eventIds: readonly string[], body: string | Buffer, nowMs = Date.now()): Readonly<Record<string, string>> {
   if (!keys) return headers
   const id = webhookId(eventIds)
   const timestamp = Math.floor(nowMs / 1000)

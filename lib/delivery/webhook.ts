@@ -81,7 +81,7 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
     return failAll(address.error)
   }
 
-  let body: string
+  let body: string | Buffer
   try {
     body = requestBodyText(target, events)
   } catch (e) {

@@ -3,7 +3,7 @@ import type { ClaimedEvent, Outcome } from '../events.js'
 import { deliver } from '../delivery/webhook.js'
 import type { Deps } from '../deps.js'
 import type { Logger } from '../log.js'
-import type { ProjectMetrics } from '../metrics.js'
+import type { ProjectMetrics } from '../metrics/registry.js'
 import type { Claimed } from './claims.js'
 
 /** What a drain did to its events, counted as their outcomes are recorded. */

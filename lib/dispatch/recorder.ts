@@ -16,7 +16,7 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
   let pending: AttemptRecord[] = []
   let running: Promise<void> | undefined
   let failure: unknown
-  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (DESIGN.md section 6).
+  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
   const progress = progressWriter(db)
 
   const run = async () => {

@@ -1,7 +1,7 @@
 import type { Config } from '../config.js'
 import { addressTarget, type Endpoint } from '../delivery/webhook.js'
 import type { Logger } from '../log.js'
-import type { ProjectMetrics } from '../metrics.js'
+import type { ProjectMetrics } from '../metrics/registry.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { targetProblems } from '../schema/limits.js'
 

@@ -1,7 +1,9 @@
+import { ValidationError } from '../errors.js'
+
 /** Thrown for a request that cannot be written; each problem names the field (and the event index). Nothing was written. */
-export class EnqueueValidationError extends Error {
+export class EnqueueValidationError extends ValidationError {
   override name = 'EnqueueValidationError'
-  constructor(readonly problems: string[]) {
-    super(`Invalid enqueue request:\n${problems.map(p => `  - ${p}`).join('\n')}`)
+  constructor(problems: string[]) {
+    super('enqueue request', problems)
   }
 }

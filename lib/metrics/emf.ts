@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client'
 import type { Fields, Logger } from '../log.js'
-import { PROJECT_LABEL, type Metrics, type SweeperGauges } from '../metrics.js'
+import { PROJECT_LABEL, type Metrics, type SweeperGauges } from './registry.js'
 
 /**
  * What this engine writes as CloudWatch Embedded Metric Format lines (when `CLOUDWATCH_METRICS` is

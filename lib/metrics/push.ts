@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import type { Registry } from 'prom-client'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
-import { COUNTERS_JOB, SWEEPER_JOB, type Metrics, type SweeperGauges } from '../metrics.js'
+import { COUNTERS_JOB, SWEEPER_JOB, type Metrics, type SweeperGauges } from './registry.js'
 
 /** A grouping-key value unique to this execution environment: Lambda's log stream name, else host, pid and a nonce. */
 export function environmentInstance(config: Pick<Config, 'METRICS_INSTANCE' | 'AWS_LAMBDA_LOG_STREAM_NAME'>): string {
@@ -17,7 +17,7 @@ export function groupPath(labels: Record<string, string>): string {
     .join('')
 }
 
-/** Thrown when the Pushgateway refuses or does not answer in time. */
+/** Thrown when the Pushgateway refuses or does not answer in time; never escapes this wing (logged through ../errors.ts, which tells causes by name and code). */
 export class PushError extends Error {
   override name = 'PushError'
 }
@@ -34,7 +34,7 @@ export async function pushRegistry(baseUrl: string, registry: Registry, labels: 
       signal: AbortSignal.timeout(opts.timeoutMs),
     })
   } catch (cause) {
-    throw new PushError(`Pushgateway did not answer: ${cause instanceof Error ? cause.name : 'error'}`)
+    throw new PushError(`Pushgateway did not answer: ${cause instanceof Error ? cause.name : 'error'}`, { cause })
   }
   if (!res.ok) {
     // The Pushgateway's answer names the offending metric, which helps and holds no secret.
@@ -50,7 +50,7 @@ export async function deleteGroup(baseUrl: string, labels: Record<string, string
     // The answer's body is not needed; reading it to the end frees the connection (within the same timeout).
     await res.arrayBuffer()
   } catch (cause) {
-    throw new PushError(`Pushgateway did not answer a delete: ${cause instanceof Error ? cause.name : 'error'}`)
+    throw new PushError(`Pushgateway did not answer a delete: ${cause instanceof Error ? cause.name : 'error'}`, { cause })
   }
   if (!res.ok && res.status !== 404) throw new PushError(`Pushgateway answered ${res.status} to a delete`)
 }
@@ -87,4 +87,46 @@ export async function pushSweeperGauges(config: Config, metrics: Metrics, gauges
     metrics.pushFailures.inc()
     log.warn('Could not push sweeper gauges to the Pushgateway', { error })
   }
+}
+
+type PushgatewayGroup = { labels?: Record<string, string>; push_time_seconds?: { metrics?: Array<{ value?: string }> } }
+
+export type StaleGroupOptions = {
+  /** A counter group that has not pushed for this long belongs to a dead execution environment. */
+  maxAgeSeconds: number
+  /** Bound of each Pushgateway call (the listing, then each delete). */
+  timeoutMs: number
+  /** The caller's own group, never deleted. */
+  ownInstance?: string | undefined
+  /** Asked before each delete; false stops the cleanup (the rest waits for the next pass). */
+  hasTime: () => boolean
+}
+
+/** Deletes counter groups of environments that have not pushed for `maxAgeSeconds` (dead Lambda environments); returns how many. */
+export async function deleteStaleGroups(baseUrl: string, opts: StaleGroupOptions): Promise<number> {
+  let body: unknown
+  try {
+    // The timeout signal also bounds reading the body.
+    const res = await fetch(baseUrl.replace(/\/$/, '') + '/api/v1/metrics', { signal: AbortSignal.timeout(opts.timeoutMs) })
+    if (!res.ok) throw new PushError(`Pushgateway answered ${res.status} to the group listing`)
+    body = await res.json()
+  } catch (cause) {
+    if (cause instanceof PushError) throw cause
+    throw new PushError(`Pushgateway did not answer the group listing: ${cause instanceof Error ? cause.name : 'error'}`, { cause })
+  }
+  const groups: PushgatewayGroup[] = typeof body === 'object' && body !== null && 'data' in body && Array.isArray(body.data) ? body.data : []
+  const cutoff = Date.now() / 1000 - opts.maxAgeSeconds
+  let deleted = 0
+  for (const g of groups) {
+    const labels = g.labels ?? {}
+    if (labels.job !== COUNTERS_JOB || !labels.instance || labels.instance === opts.ownInstance) continue
+    const pushed = Number(g.push_time_seconds?.metrics?.[0]?.value ?? 'NaN')
+    if (!(pushed < cutoff)) continue
+    // Each delete may wait timeoutMs; many dead groups and a slow Pushgateway must not run the
+    // caller out of time. What is left goes in the next pass.
+    if (!opts.hasTime()) break
+    await deleteGroup(baseUrl, { job: COUNTERS_JOB, instance: labels.instance }, opts.timeoutMs)
+    deleted++
+  }
+  return deleted
 }

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
-import type { Metrics, SweeperGauges } from '../metrics.js'
+import type { Metrics, SweeperGauges } from './registry.js'
 import { createEmfSink } from './emf.js'
 import { createCounterPusher, pushSweeperGauges } from './push.js'
 

@@ -1,10 +1,11 @@
 import { z } from 'zod'
 import { describeBounded, formatPath, inspectJson, type JsonObject, type JsonValue } from './json.js'
+import { ValidationError } from '../errors.js'
 import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, targetProblems, type TargetLimits } from './limits.js'
 
 // The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
 // compile time). `.strict()` everywhere: an unknown key is a typo an operator must hear about.
-// Two parses share this shape: the strict one at `schema set` adds the bounds of DESIGN.md §3; the
+// Two parses share this shape: the strict one at `schema set` adds the bounds of README's enqueue contract; the
 // structural one reads stored versions, which may predate a bound (dispatch holds such targets back).
 
 // Values are JSON by the time zod sees them: inspectJson has walked the input first (iteratively).
@@ -20,7 +21,7 @@ const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 /** A URL whose scheme and host come from a variable can only be checked once it is substituted. */
 const STARTS_WITH_VARIABLE = /^\{\{/
 const HTTP_SCHEME = /^https?:\/\//i
-/** The engine's own variable syntax (DESIGN.md §4). */
+/** The engine's own variable syntax (README: The delivery contract). */
 const VARIABLE_REFERENCE = /^\{\{[A-Za-z0-9_]+\}\}$/
 
 const number = z.number({ message: 'expected a number' })
@@ -89,17 +90,17 @@ export type BasicTrigger = z.infer<typeof basicTriggerSchema>
 export const TARGET_DEFAULTS = { timeoutMs: 30_000, maxAttempts: 10, initialRepeatIntervalMs: 5_000, batchSize: 1 } as const
 
 /** Thrown when a stored or supplied actions schema is invalid; each problem names its path. */
-export class SchemaValidationError extends Error {
+export class SchemaValidationError extends ValidationError {
   override name = 'SchemaValidationError'
-  constructor(readonly problems: string[]) {
-    super(`Invalid actions schema:\n${problems.map(p => `  - ${p}`).join('\n')}`)
+  constructor(problems: string[]) {
+    super('actions schema', problems)
   }
 }
 
 export type SchemaParseOptions = Partial<TargetLimits>
 
 /**
- * Validates an actions schema for storing: upstream's shape plus the bounds of DESIGN.md §3, with
+ * Validates an actions schema for storing: upstream's shape plus the bounds in README's enqueue contract, with
  * `timeoutMs` bounded by `maxTimeoutMs` (config MAX_TARGET_TIMEOUT_MS). Throws
  * {@link SchemaValidationError} listing every problem by path and limit, never quoting a URL or header.
  */

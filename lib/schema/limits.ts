@@ -1,4 +1,4 @@
-// The bounds of what a schema and a producer may ask of the engine (DESIGN.md §3 and §9). Each is a
+// The bounds of what a schema and a producer may ask of the engine (README: The enqueue contract). Each is a
 // named constant so validation at the edge and the checks at dispatch agree on one number.
 
 /** Largest value a Postgres `int` column or cast takes; larger numbers overflow the record statement. */

@@ -2,8 +2,8 @@ import { listProjects } from '../db/schemas.js'
 import { deleteResolved, dueTotal, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
-import { createSweeperGauges, COUNTERS_JOB, type SweeperGauges } from '../metrics.js'
-import { deleteGroup } from '../metrics/push.js'
+import { createSweeperGauges, type SweeperGauges } from '../metrics/registry.js'
+import { deleteStaleGroups } from '../metrics/push.js'
 import { heartbeatOf } from './heartbeat.js'
 
 export type SweepOptions = {
@@ -72,7 +72,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   const url = deps.config.PUSHGATEWAY_URL
   if (url) {
     try {
-      deletedGroups = await deleteStaleGroups(url, deps.config.METRICS_STALE_GROUP_SECONDS, deps.config.PUSHGATEWAY_TIMEOUT_MS, opts)
+      deletedGroups = await deleteStaleGroups(url, { maxAgeSeconds: deps.config.METRICS_STALE_GROUP_SECONDS, timeoutMs: deps.config.PUSHGATEWAY_TIMEOUT_MS, ownInstance: opts.ownInstance, hasTime: () => opts.remainingMs() >= RETENTION_RESERVE_MS })
     } catch (error) {
       log.warn('Could not clean up stale metric groups', { error })
     }
@@ -93,28 +93,4 @@ export function signalsFor(backlog: ProjectBacklog | undefined, eventsPerSignal:
   const due = backlog ? dueTotal(backlog) : 0
   if (due === 0) return 0
   return Math.min(maxConcurrency, Math.ceil(due / eventsPerSignal))
-}
-
-type PushgatewayGroup = { labels?: Record<string, string>; push_time_seconds?: { metrics?: Array<{ value?: string }> } }
-
-/** Deletes counter groups of environments that have not pushed for `maxAgeSeconds` (dead Lambda environments). */
-async function deleteStaleGroups(url: string, maxAgeSeconds: number, timeoutMs: number, opts: SweepOptions): Promise<number> {
-  const res = await fetch(url.replace(/\/$/, '') + '/api/v1/metrics', { signal: AbortSignal.timeout(timeoutMs) })
-  if (!res.ok) throw new Error(`Pushgateway answered ${res.status}`)
-  const body: unknown = await res.json()
-  const groups: PushgatewayGroup[] = typeof body === 'object' && body !== null && 'data' in body && Array.isArray(body.data) ? body.data : []
-  const cutoff = Date.now() / 1000 - maxAgeSeconds
-  let deleted = 0
-  for (const g of groups) {
-    const labels = g.labels ?? {}
-    if (labels.job !== COUNTERS_JOB || !labels.instance || labels.instance === opts.ownInstance) continue
-    const pushed = Number(g.push_time_seconds?.metrics?.[0]?.value ?? 'NaN')
-    if (!(pushed < cutoff)) continue
-    // Each delete may wait PUSHGATEWAY_TIMEOUT_MS; many dead groups and a slow Pushgateway must not
-    // run the pass out of time. What is left goes in the next pass.
-    if (opts.remainingMs() < RETENTION_RESERVE_MS) break
-    await deleteGroup(url, { job: COUNTERS_JOB, instance: labels.instance }, timeoutMs)
-    deleted++
-  }
-  return deleted
 }

@@ -4,7 +4,7 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ClaimedEvent } from '../../lib/events.js'
-import { eventJson, PayloadPathError, requestBody, requestBodyText } from '../../lib/delivery/template.js'
+import { eventJson, LARGE_BODY_CHARS, PayloadPathError, requestBody, requestBodyText } from '../../lib/delivery/template.js'
 import { compactJsonb } from '../../lib/delivery/jsonb.js'
 import type { WebhookTarget } from '../../lib/schema/actions.js'
 
@@ -84,6 +84,15 @@ describe('the spliced request body', () => {
     expect(requestBodyText(tgt, [])).toBe(JSON.stringify(requestBody(tgt, [])))
     // Once more from the target's cached template.
     expect(requestBodyText(tgt, events.slice(0, 1).map(e => e.row))).toBe(JSON.stringify(requestBody(tgt, events.slice(0, 1).map(oldShape))))
+  })
+
+  it('assembles a batch larger than LARGE_BODY_CHARS as a Buffer holding the same bytes', async () => {
+    const big = await claimed(JSON.stringify({ operation: 'create', blob: 'ž'.repeat(LARGE_BODY_CHARS / 2) }), 0)
+    const events = [big, ...await Promise.all(PAYLOADS.map(([, json], i) => claimed(json, i))), big]
+    const tgt = target({ body: { options: 1 }, payloadPath: ['payload'] })
+    const body = requestBodyText(tgt, events.map(e => e.row))
+    expect(Buffer.isBuffer(body)).toBe(true)
+    expect(body.toString()).toBe(JSON.stringify(requestBody(tgt, events.map(oldShape))))
   })
 
   it('throws PayloadPathError for a path through a value that is not an object, every time', async () => {

@@ -12,7 +12,10 @@ export const SWEEPER_JOB = 'contember_actions_sweeper'
 /** Counters and histograms one execution environment accumulates and pushes. */
 export type Metrics = ReturnType<typeof createMetrics>
 
-/** Builds the registry with the seed's metric names and help texts, plus this project's additions. */
+/**
+ * Builds the registry with the seed's metric names and help texts, plus this project's additions.
+ * Every help text states its unit (events, attempts, drains, targets, pushes, seconds).
+ */
 export function createMetrics() {
   const registry = new Registry()
   const labelNames: ProjectLabel[] = [PROJECT_LABEL]
@@ -56,7 +59,7 @@ export function createMetrics() {
   const targetsHeld = new Counter({
     registers, labelNames,
     name: 'contember_actions_targets_held_total',
-    help: 'Total number of times a drain held back a target of the stored schema (its events wait, unclaimed: the target breaks a limit or its timeout does not fit the invocation), by contember_project.',
+    help: 'Total number of targets a drain held back, one per target and drain (the target breaks a limit of the stored schema or its timeout does not fit the invocation; its events wait, unclaimed), by contember_project.',
   })
   const forProject = (project: string) => {
     const labels = { [PROJECT_LABEL]: project }
@@ -90,7 +93,7 @@ export function createSweeperGauges() {
   const dueEvents = new Gauge({
     registers, labelNames: [PROJECT_LABEL, 'state'],
     name: 'contember_actions_due_events',
-    help: 'Events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
+    help: 'Number of events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
   })
   const oldestDueAge = new Gauge({
     registers, labelNames: [PROJECT_LABEL],
@@ -100,19 +103,19 @@ export function createSweeperGauges() {
   const failedEvents = new Gauge({
     registers, labelNames: [PROJECT_LABEL],
     name: 'contember_actions_failed_events',
-    help: 'Events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
+    help: 'Number of events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
   })
   // Series only while paused (replace semantics drop a resumed target's series): `target` is a name
   // from the schema, bounded by the number of targets, never a URL.
   const targetPaused = new Gauge({
     registers, labelNames: [PROJECT_LABEL, 'target'],
     name: 'contember_actions_target_paused',
-    help: 'Whether a target is paused by its circuit breaker, a 410 Gone or an operator (1 while paused; no series otherwise), by contember_project and target.',
+    help: 'Paused targets: 1 while the target is paused by its circuit breaker, a 410 Gone or an operator (a flag; no series otherwise), by contember_project and target.',
   })
   const targetGone = new Gauge({
     registers, labelNames: [PROJECT_LABEL, 'target'],
     name: 'contember_actions_target_gone',
-    help: 'Whether a target is paused because it answered 410 Gone and waits for an operator (1 while so; no series otherwise), by contember_project and target.',
+    help: 'Gone targets: 1 while the target is paused because it answered 410 Gone and waits for an operator (a flag; no series otherwise), by contember_project and target.',
   })
   return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents, targetPaused, targetGone }
 }
