@@ -101,7 +101,18 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
 
 /** Validates the environment once; the error lists every problem. Values never appear in the message. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = configSchema.safeParse(withoutEmpty(env))
+  return loadConfigPart(configSchema, env)
+}
+
+/** The keys of an SQS client's bounded waits (lib/deps.ts createSqsClient), for tools without a full config. */
+export const sqsConfigSchema = configSchema.pick({ AWS_REGION: true, SQS_CONNECT_TIMEOUT_MS: true, SQS_REQUEST_TIMEOUT_MS: true, SQS_MAX_ATTEMPTS: true })
+
+/**
+ * Validates only the keys of `part` (a `configSchema.pick(…)`), with the same rules and defaults as
+ * {@link loadConfig}: for the CLI and the local stack, which need a few keys before (or without) the rest.
+ */
+export function loadConfigPart<S extends z.ZodType>(part: S, env: NodeJS.ProcessEnv = process.env): z.output<S> {
+  const parsed = part.safeParse(withoutEmpty(env))
   if (!parsed.success) throw new ConfigError(describeIssues(parsed.error.issues))
   return parsed.data
 }

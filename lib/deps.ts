@@ -52,6 +52,18 @@ export function createSqsClient(config: Pick<Config, 'AWS_REGION' | 'SQS_CONNECT
   })
 }
 
+/**
+ * The endpoint and keys an operator's shell or the local stack gives in `env` (AWS_ENDPOINT_URL_SQS for
+ * an emulator or LocalStack; keys in `env` win over the SDK's default chain), as `extra` for
+ * {@link createSqsClient}. Lambda needs none of it: the SDK reads its own environment there.
+ */
+export function sqsEndpointFromEnv(env: NodeJS.ProcessEnv): SQSClientConfig {
+  return {
+    ...(env.AWS_ENDPOINT_URL_SQS ? { endpoint: env.AWS_ENDPOINT_URL_SQS } : {}),
+    ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } } : {}),
+  }
+}
+
 /** Closes pools and connections (local runs and tests; Lambda just freezes). */
 export async function closeDeps(deps: Deps): Promise<void> {
   await Promise.allSettled([deps.db.end(), deps.http.close()])

@@ -1,16 +1,16 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Context } from 'aws-lambda'
-import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs'
+import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs'
 import { Registry } from 'prom-client'
 import { createHandler as createDispatch } from '../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../functions/enqueue.js'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
-import { loadConfig } from '../lib/config.js'
+import { loadConfig, loadConfigPart, sqsConfigSchema } from '../lib/config.js'
 import { migrate } from '../lib/db/migrate.js'
 import { createPool } from '../lib/db/pool.js'
 import { storeSchema } from '../lib/db/schemas.js'
-import { closeDeps, createDeps } from '../lib/deps.js'
+import { closeDeps, createDeps, createSqsClient, sqsEndpointFromEnv } from '../lib/deps.js'
 import type { DrainOptions } from '../lib/dispatch/drain.js'
 import { EnqueueValidationError } from '../lib/enqueue.js'
 import { SchemaValidationError } from '../lib/schema/actions.js'
@@ -94,6 +94,8 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       await migrator.end()
     }
 
+    // The functions' bounded waits (SQS_* keys), known before the rest: the queue URL comes from the emulator.
+    const sqsConfig = loadConfigPart(sqsConfigSchema, env)
     let sqs: SQSClient
     if (!env.SIGNAL_QUEUE_URL) {
       // fauxqs' startFauxqs listens on every interface; its app listens where we say.
@@ -103,20 +105,15 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       cleanups.push(() => app.close())
       const endpoint = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
       sqsEndpoint = endpoint
-      sqs = new SQSClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })
+      sqs = createSqsClient(sqsConfig, { endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })
       const dlq = await sqs.send(new CreateQueueCommand({ QueueName: 'actions-signals-dlq' }))
       const dlqArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq.QueueUrl, AttributeNames: ['QueueArn'] }))).Attributes?.QueueArn
       const q = await sqs.send(new CreateQueueCommand({ QueueName: 'actions-signals', Attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 5 }) } }))
       env.SIGNAL_QUEUE_URL = q.QueueUrl
       print(`sqs        in-process emulator at ${endpoint} (queue actions-signals, DLQ after 5 receives)`)
     } else {
-      // The SDK honours AWS_ENDPOINT_URL_SQS (LocalStack, an emulator) like the deployed functions do.
-      sqs = new SQSClient({
-        region: env.AWS_REGION ?? 'us-east-1',
-        ...(env.AWS_ENDPOINT_URL_SQS ? { endpoint: env.AWS_ENDPOINT_URL_SQS } : {}),
-        // Keys given in `env` win over the process's; otherwise the SDK's default chain applies.
-        ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } } : {}),
-      })
+      // AWS_ENDPOINT_URL_SQS (LocalStack, an emulator) and keys given in `env` win over the process's.
+      sqs = createSqsClient(sqsConfig, sqsEndpointFromEnv(env))
       print('sqs        SIGNAL_QUEUE_URL')
     }
     cleanups.push(async () => sqs.destroy())
@@ -139,7 +136,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       const path = new URL(req.url ?? '/', 'http://local').pathname
       if (req.method === 'POST' && path === '/enqueue') return reply(res, 200, await enqueue(await readJson(req), lambdaContext('enqueue', 30_000)))
       const schemaPath = /^\/schema\/([^/]+)$/.exec(path)
-      if (req.method === 'PUT' && schemaPath?.[1]) return reply(res, 200, { version: await storeSchema(deps.db, decodeURIComponent(schemaPath[1]), await readJson(req)) })
+      if (req.method === 'PUT' && schemaPath?.[1]) return reply(res, 200, { version: await storeSchema(deps.db, decodeURIComponent(schemaPath[1]), await readJson(req), { maxTimeoutMs: config.MAX_TARGET_TIMEOUT_MS }) })
       const eventsPath = /^\/events\/([^/]+)$/.exec(path)
       if (req.method === 'GET' && eventsPath?.[1]) {
         const { rows } = await deps.db.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY state', [decodeURIComponent(eventsPath[1])])

@@ -2,6 +2,8 @@ import type pg from 'pg'
 import { z } from 'zod'
 import { getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../db/events.js'
+import { fetchVariables } from '../db/variables.js'
+import { redactor, type Redactor } from '../text.js'
 import type { Signals } from '../signals.js'
 import { BULK_OPTIONS, BULK_USAGE, bulkCommand } from './bulk.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
@@ -49,15 +51,18 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
     case 'processing':
     case 'due': {
       const limit = parseLimit(values.limit)
-      const rows = await listEvents(ctx.pool, arg, sub, limit, LISTED_ERROR_CHARS)
-      for (const row of rows) io.out(summary(row))
+      const secrets = [...(await fetchVariables(ctx.pool, arg)).values()]
+      // Fetched past the shown part by the longest redacted form of a value, so no secret is cut in half.
+      const rows = await listEvents(ctx.pool, arg, sub, limit, LISTED_ERROR_CHARS + redactionReach(secrets))
+      const redact = redactor(secrets)
+      for (const row of rows) io.out(summary(row, redact))
       io.out(`${rows.length} ${sub} event(s)${rows.length === limit ? ` (limit ${limit})` : ''}`)
       return 0
     }
     case 'show': {
       const row = await getEvent(ctx.pool, uuid(arg))
       if (!row) throw new Error(`no event ${arg}`)
-      io.out(JSON.stringify(shown(row), null, 2))
+      io.out(JSON.stringify(shown(row, redactor((await fetchVariables(ctx.pool, row.project)).values())), null, 2))
       return 0
     }
     case 'retry':
@@ -97,18 +102,31 @@ function uuid(id: string): string {
   return id
 }
 
-function summary(r: ListedEvent): string {
-  const more = r.last_error_chars - LISTED_ERROR_CHARS
-  const error = r.last_error === null ? '' : ` ${oneLine(r.last_error, LISTED_ERROR_CHARS)}${more > 0 ? `… [${more} more characters]` : ''}`
+/**
+ * Characters a redacted form of one of `values` may span: the URL-encoded form of a character takes
+ * up to 9 (`%E2%82%AC`), more than its JSON escape (6, `\u0000`), so 9 per UTF-16 unit bounds both.
+ */
+function redactionReach(values: readonly string[]): number {
+  return 9 * values.reduce((longest, v) => Math.max(longest, v.length), 0)
+}
+
+// Stored text is shown with the project's current variables redacted (DESIGN §4): a value stored
+// before redaction existed, or a variable added since, is never printed.
+function summary(r: ListedEvent, redact: Redactor): string {
+  const fetched = r.last_error ?? ''
+  const points = Array.from(redact(fetched))
+  // What the listing leaves out: the redacted text past the shown part, and what was not fetched.
+  const more = points.length - LISTED_ERROR_CHARS + (r.last_error_chars - Array.from(fetched).length)
+  const error = r.last_error === null ? '' : ` ${oneLine(points.slice(0, LISTED_ERROR_CHARS).join(''), LISTED_ERROR_CHARS)}${more > 0 ? `… [${more} more characters]` : ''}`
   return `${r.id} ${r.state} target=${r.target} trigger=${r.trigger} attempts=${r.num_retries} due=${r.visible_at.toISOString()}${error}`
 }
 
-/** The event as `events show` prints it: the latest log entries, each text field bounded. */
-function shown(row: EventRow): Record<string, unknown> {
+/** The event as `events show` prints it: the latest log entries, each text field redacted, then bounded. */
+function shown(row: EventRow, redact: Redactor): Record<string, unknown> {
   const omitted = Math.max(0, row.log.length - SHOWN_LOG_ENTRIES)
   const log = row.log.slice(omitted).map(entry => {
     if (typeof entry !== 'object' || entry === null) return entry
-    return Object.fromEntries(Object.entries(entry).map(([k, v]) => [k, typeof v === 'string' ? cut(v, SHOWN_TEXT_CHARS) : v]))
+    return Object.fromEntries(Object.entries(entry).map(([k, v]) => [k, typeof v === 'string' ? cut(redact(v), SHOWN_TEXT_CHARS) : v]))
   })
   return { ...row, log, ...(omitted ? { logEntriesOmitted: omitted } : {}) }
 }

@@ -1,9 +1,11 @@
 import { readFile } from 'node:fs/promises'
 import { pathToFileURL } from 'node:url'
-import { SQSClient } from '@aws-sdk/client-sqs'
+import type { SQSClient } from '@aws-sdk/client-sqs'
 import { z } from 'zod'
+import { configSchema, loadConfigPart, sqsConfigSchema } from '../config.js'
 import { migrate } from '../db/migrate.js'
 import { createPool } from '../db/pool.js'
+import { createSqsClient, sqsEndpointFromEnv } from '../deps.js'
 import { deleteSchema, getCurrentSchema, storeSchema } from '../db/schemas.js'
 import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
 import { formatError } from '../errors.js'
@@ -32,14 +34,13 @@ ${EVENTS_USAGE}
 ${TARGETS_USAGE}
 ${SIGNING_USAGE}
 Environment: DATABASE_URL (postgres://user@host:port/db); for the wake-up signal of events retry
-and targets resume also SIGNAL_QUEUE_URL, AWS_REGION and the AWS SDK's usual keys (AWS_ENDPOINT_URL_SQS for an emulator)
+and targets resume also SIGNAL_QUEUE_URL, AWS_REGION and the AWS SDK's usual keys (AWS_ENDPOINT_URL_SQS for an emulator),
+bounded by SQS_CONNECT_TIMEOUT_MS, SQS_REQUEST_TIMEOUT_MS and SQS_MAX_ATTEMPTS as in the functions;
+schema set checks targets' timeoutMs against MAX_TARGET_TIMEOUT_MS (set it as dispatch has it)
 
 Exit codes: 0 ok, 1 failure, 2 usage error`
 
 const stdio: Io = { out: s => process.stdout.write(s + '\n'), err: s => process.stderr.write(s + '\n') }
-
-/** The SQS client of the CLI: few attempts and short timeouts, an operator is waiting. */
-const SQS_TIMEOUTS = { connectionTimeout: 2_000, requestTimeout: 5_000 }
 
 /** Runs one CLI command; returns the exit code. */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = stdio): Promise<number> {
@@ -63,7 +64,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     return createSignals(sqs, env.SIGNAL_QUEUE_URL)
   }
   try {
-    return await run({ pool, signals }, cmd, rest, io)
+    return await run({ pool, signals, env }, cmd, rest, io)
   } catch (e) {
     if (e instanceof UsageError) {
       io.err(`${e.message}\n\n${USAGE}`)
@@ -77,7 +78,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
   }
 }
 
-type Ctx = { pool: ReturnType<typeof createPool>; signals: () => Signals | undefined }
+type Ctx = { pool: ReturnType<typeof createPool>; signals: () => Signals | undefined; env: NodeJS.ProcessEnv }
 
 async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<number> {
   const { pool } = ctx
@@ -94,7 +95,9 @@ async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<numbe
       if (sub === 'set') {
         const file = more[0]
         if (!file) throw new UsageError('schema set: missing <file.json>')
-        const version = await storeSchema(pool, project, await readJson(file))
+        // The bound dispatch holds targets to (DESIGN §3), read with the config's rule and default.
+        const { MAX_TARGET_TIMEOUT_MS } = loadConfigPart(configSchema.pick({ MAX_TARGET_TIMEOUT_MS: true }), ctx.env)
+        const version = await storeSchema(pool, project, await readJson(file), { maxTimeoutMs: MAX_TARGET_TIMEOUT_MS })
         io.out(`stored version ${version} of the actions schema of ${project}`)
         return 0
       }
@@ -160,15 +163,12 @@ async function variablesCommand(pool: Ctx['pool'], args: string[], io: Io): Prom
   return 0
 }
 
-/** The SDK client as lib/deps.ts builds it, from this command's environment, with bounded waits. */
+/**
+ * The SDK client as lib/deps.ts builds it, with the functions' bounded waits (their defaults are short
+ * enough for a waiting operator), from this command's environment.
+ */
 function sqsClient(env: NodeJS.ProcessEnv): SQSClient {
-  return new SQSClient({
-    region: env.AWS_REGION ?? 'us-east-1',
-    ...(env.AWS_ENDPOINT_URL_SQS ? { endpoint: env.AWS_ENDPOINT_URL_SQS } : {}),
-    ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } } : {}),
-    maxAttempts: 2,
-    requestHandler: SQS_TIMEOUTS,
-  })
+  return createSqsClient(loadConfigPart(sqsConfigSchema, env), sqsEndpointFromEnv(env))
 }
 
 async function readJson(file: string): Promise<unknown> {

@@ -135,6 +135,33 @@ describe('operator event commands', () => {
     expect(JSON.parse(shown.out).log[0].response).toMatch(/^x{4096}… \[295904 more characters\]$/)
   })
 
+  it('shows stored receiver text through the redaction filter with the project\'s current variable values', async () => {
+    const token = 'tok_Zq9-secret-value'
+    const later = 'added-later-secret'
+    await schemaFor(deps(), 'leaky', { t: { url: rx.url, maxAttempts: 3 } })
+    const [id] = await enqueueMany(deps(), 'leaky', 'to_t', 1)
+    expect(await run('variables', 'set', 'leaky', `TOKEN=${token}`)).toMatchObject({ code: 0 })
+    // Stored before redaction existed: the token whole, JSON-escaped and URL-encoded, once straddling
+    // the listing's cut, and a value that becomes a variable only later.
+    const errorMessage = `${'e'.repeat(LISTED_ERROR_CHARS - 12)}${token} echo ${later}`
+    const response = `{"authorization":"Bearer ${token}","q":"${encodeURIComponent(token)}","later":"${later}"}`
+    await deps().db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $3::text)) WHERE id = $1`, [id, errorMessage, response])
+    const listed = await run('events', 'failed', 'leaky')
+    const line = listed.out.split('\n').find(l => l.startsWith(id ?? '')) ?? ''
+    expect(line).toContain('[redacted]')
+    expect(line).not.toContain('tok_Z')
+    const shown = await run('events', 'show', id ?? '')
+    expect(shown.out).toContain('[redacted]')
+    expect(shown.out).not.toContain(token)
+    expect(shown.out).not.toContain(encodeURIComponent(token))
+    expect(shown.out).toContain(later)
+    expect(await run('variables', 'set', 'leaky', `LATER=${later}`)).toMatchObject({ code: 0 })
+    const again = await run('events', 'show', id ?? '')
+    expect(again.out).not.toContain(later)
+    expect(JSON.parse(again.out).log[0].response).toBe('{"authorization":"Bearer [redacted]","q":"[redacted]","later":"[redacted]"}')
+    expect((await run('events', 'failed', 'leaky')).out).not.toContain(later)
+  })
+
   it('treats unknown flags and stray arguments as usage errors, and takes --limit=N as --limit N', async () => {
     await schemaFor(deps(), 'flags', { t: { url: rx.url } })
     await enqueueMany(deps(), 'flags', 'to_t', 3)

@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalStack, type LocalStack } from '../../local/stack.js'
 import { freshDatabase } from '../helpers/db.js'
+import { startSilentServer } from '../helpers/net.js'
 import { logCapture, type CapturedLogs } from '../helpers/runtime.js'
 import { TX } from '../fixtures/schemas.js'
 
@@ -15,7 +16,7 @@ beforeAll(async () => {
   db = await freshDatabase()
   const capture = logCapture()
   logs = capture.captureLogs()
-  stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn' }, port: 0, sweepIntervalMs: 3_600_000, logSink: capture.sink })
+  stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn', MAX_TARGET_TIMEOUT_MS: '90000' }, port: 0, sweepIntervalMs: 3_600_000, logSink: capture.sink })
 })
 afterAll(async () => {
   await stack.stop()
@@ -55,6 +56,15 @@ describe('the local stack\'s HTTP endpoint', () => {
     expect(logs.records().filter(r => r.level === 'error')).toEqual([])
   })
 
+  it('validates PUT /schema with the configured MAX_TARGET_TIMEOUT_MS, not the default', async () => {
+    const schema = (timeoutMs: number) => JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: 'https://hooks.example/t', timeoutMs } }, triggers: {} })
+    // 70 s is over the default bound (60 s); the stack runs with 90 s configured.
+    expect(await send('PUT', '/schema/bounded', schema(70_000))).toMatchObject({ status: 200, json: { version: 1 } })
+    const over = await send('PUT', '/schema/bounded', schema(95_000))
+    expect(over.status).toBe(400)
+    expect(over.json.problems).toEqual(['targets.t.timeoutMs: expected an integer from 1 to 90000'])
+  })
+
   it('listens, and lets its SQS emulator listen, on 127.0.0.1 only', async () => {
     // /proc/net/tcp lists listening sockets (state 0A) with their local address; 0100007F is 127.0.0.1.
     const table = await readFile('/proc/net/tcp', 'utf8').catch(() => '')
@@ -65,5 +75,25 @@ describe('the local stack\'s HTTP endpoint', () => {
       expect(own, url).toEqual([`0100007F:${port}`])
     }
     expect(stack.sqsEndpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+  })
+})
+
+describe('the local stack\'s SQS client', () => {
+  it('makes SQS_MAX_ATTEMPTS attempts against a queue endpoint that never answers, then fails to start', async () => {
+    const silent = await startSilentServer()
+    try {
+      const started = startLocalStack({
+        env: {
+          DATABASE_URL: db.url, LOG_LEVEL: 'error', SIGNAL_QUEUE_URL: `${silent.url}/000000000000/signals`, AWS_ENDPOINT_URL_SQS: silent.url,
+          AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', SQS_MAX_ATTEMPTS: '3', SQS_REQUEST_TIMEOUT_MS: '300', SQS_CONNECT_TIMEOUT_MS: '300',
+        },
+        port: 0, sweepIntervalMs: 3_600_000,
+      })
+      await expect(started).rejects.toThrow()
+      // One connection per attempt: the attempt that timed out closed its own.
+      expect(silent.accepted()).toBe(3)
+    } finally {
+      await silent.close()
+    }
   })
 })
