@@ -1,5 +1,6 @@
 import type { Queryable } from './pool.js'
 import type { EventRow } from './events.js'
+import { CLAIM_HEALTH_CTES } from './health.js'
 
 /** What the claim needs to know of each target the schema defines. */
 export type TargetClaimConfig = { name: string; batchSize: number; leaseMs: number }
@@ -33,11 +34,14 @@ const EVENT_COLUMNS = `e.id, e.project, e.transaction_id, e.created_at, e.resolv
 export const CLAIM_SQL = `WITH cfg AS (
     SELECT * FROM unnest($2::text[], $3::int[], $4::int[]) AS c(target, batch_size, lease_ms)
   ),
+  ${CLAIM_HEALTH_CTES},
   candidates AS (
     SELECT id, target, priority, visible_at, octet_length(payload::text) AS bytes
     FROM actions_event
     WHERE project = $1 AND state IN ('created', 'retrying', 'processing') AND visible_at <= now()
       AND target <> ALL($7::text[])
+      -- A paused target's events wait, attempts untouched (the circuit breaker), except one probe batch.
+      AND target <> ALL(ARRAY(SELECT target FROM blocked))
     ORDER BY priority DESC, visible_at
     LIMIT $5
     FOR NO KEY UPDATE SKIP LOCKED
@@ -50,7 +54,7 @@ export const CLAIM_SQL = `WITH cfg AS (
   ),
   sized AS (
     SELECT target, chunk, min(pos) AS first_pos, sum(bytes) AS bytes
-    FROM ranked WHERE batch_size IS NOT NULL
+    FROM ranked WHERE batch_size IS NOT NULL AND (chunk = 0 OR target NOT IN (SELECT target FROM probing))
     GROUP BY target, chunk
     ORDER BY min(pos)
     LIMIT $6
@@ -93,7 +97,8 @@ export const CLAIM_SQL = `WITH cfg AS (
  * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond,
  * so the value read back is an exact fencing token). Due events of targets missing from the schema are
  * failed terminally in the same statement (upstream's rule: the attempt counts, no request is made).
- * Events of `limits.waiting` targets are left as they are. Batches stop before their payload bytes
+ * Events of `limits.waiting` targets are left as they are, and so are those of targets the circuit
+ * breaker paused (lib/db/health.ts), except one probe batch once the target's `probe_at` is due. Batches stop before their payload bytes
  * would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`.
  */
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {

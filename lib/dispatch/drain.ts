@@ -12,6 +12,8 @@ import type { ProjectMetrics } from '../metrics.js'
 import { MAX_DELAY_SECONDS } from '../signals.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { targetProblems } from '../schema/limits.js'
+import { recordSettings } from '../config.js'
+import { reportTargetHealth } from './health.js'
 import { createRecorder } from './recorder.js'
 
 export type DrainOptions = {
@@ -75,7 +77,11 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   }
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
 
-  const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log), log)
+  const recorder = createRecorder(deps.db, (rows, records) => {
+    countRecorded(rows, records, result, metrics, log)
+    // A target the breaker just paused: its queued claims go back unattempted (only probes reach it now).
+    for (const paused of reportTargetHealth(rows, log)) void release(takeQueued(c => c.batch.target === paused)).catch(e => { failure ??= e })
+  }, log, recordSettings(deps.config))
   const concurrency = deps.config.DISPATCH_CONCURRENCY
   // Claimed ahead so a worker never waits for a claim round trip: a few hundred events, at least two
   // batches per worker. Leases are checked again before each delivery, so depth cannot outlive them.
@@ -295,6 +301,7 @@ async function deliverBatch(deps: Deps, metrics: ProjectMetrics, project: string
   const records = batch.events.map((e: EventRow): AttemptRecord => ({
     id: e.id,
     lease: e.visible_at,
+    project, target: target.name, attempts: e.num_retries,
     outcome: outcomes.get(e.id) ?? { ok: false, errorMessage: 'Internal error' },
     durationMs,
     maxAttempts: target.maxAttempts ?? TARGET_DEFAULTS.maxAttempts,
