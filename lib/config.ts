@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { DEFAULT_RECORD_SETTINGS, type RecordSettings } from './db/health.js'
 import { parseNetworks } from './delivery/egress.js'
 import { describeCause, ValidationError } from './errors.js'
 import { DEFAULT_MAX_TARGET_TIMEOUT_MS } from './schema/limits.js'
@@ -70,6 +71,18 @@ export const configSchema = z.object({
   RETENTION_INCLUDE_FAILED: bool.default(false),
   RETENTION_BATCH_SIZE: positiveInt(5_000),
   /**
+   * Failed batches in a row (nothing delivered, no 2xx) that pause a target (the circuit breaker). 0 turns
+   * the breaker off: upstream's rule, a dead target fails its events after maxAttempts.
+   */
+  BREAKER_FAILURES: nonNegativeInt(DEFAULT_RECORD_SETTINGS.breakerFailures),
+  /** First probe interval of a paused target; it doubles after each failed probe up to BREAKER_PROBE_MAX_MS. */
+  BREAKER_PROBE_MS: positiveInt(DEFAULT_RECORD_SETTINGS.probeMs),
+  BREAKER_PROBE_MAX_MS: positiveInt(DEFAULT_RECORD_SETTINGS.probeMaxMs),
+  /** Longest delay a receiver's Retry-After (on 429 and 503) can impose, so a hostile value cannot park events. */
+  RETRY_AFTER_MAX_MS: positiveInt(DEFAULT_RECORD_SETTINGS.retryAfterMaxMs),
+  /** Retry delays are stretched by up to this fraction at random; 0 keeps upstream's exact timing. */
+  RETRY_JITTER: z.coerce.number({ message: 'expected a fraction from 0 to 1' }).min(0, 'expected a fraction from 0 to 1').max(1, 'expected a fraction from 0 to 1').default(0),
+  /**
    * CIDR ranges (comma or space separated) the egress guard lets deliveries reach although they are
    * private, loopback or otherwise blocked; empty by default. The local stack and tests allow loopback.
    */
@@ -81,6 +94,14 @@ export const configSchema = z.object({
 })
 
 export type Config = z.infer<typeof configSchema>
+
+/** The circuit breaker's and the retry schedule's settings, as the record statement takes them. */
+export function recordSettings(config: Config): RecordSettings {
+  return {
+    breakerFailures: config.BREAKER_FAILURES, probeMs: config.BREAKER_PROBE_MS, probeMaxMs: Math.max(config.BREAKER_PROBE_MS, config.BREAKER_PROBE_MAX_MS),
+    retryAfterMaxMs: config.RETRY_AFTER_MAX_MS, jitter: config.RETRY_JITTER,
+  }
+}
 
 /** Thrown when the environment does not describe a runnable configuration. */
 export class ConfigError extends ValidationError {

@@ -43,4 +43,7 @@ export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries
 /** What one attempt did to one event; a failed one is appended to the event's log. */
 export type Outcome =
   | { ok: true; code: number }
-  | { ok: false; code?: number; errorMessage: string; response?: string }
+  | { ok: false; code?: number; errorMessage: string; response?: string; retryAfter?: RetryAfter }
+
+/** When a receiver asked to be retried (`Retry-After`): after a delay, or at a time (judged by the database clock). */
+export type RetryAfter = { delayMs: number } | { at: Date }

@@ -21,7 +21,7 @@ describe('migrations', () => {
     expect(await migrate(db.pool)).toEqual([])
     expect(await migrate(db.pool)).toEqual([])
     const { rows } = await db.pool.query('SELECT name FROM actions_migration')
-    expect(rows.map(r => r.name)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql'])
+    expect(rows.map(r => r.name)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql'])
   })
 
   it('create the partial index the claim query uses', async () => {
@@ -33,7 +33,7 @@ describe('migrations', () => {
     const empty = await freshDatabase()
     try {
       await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_migration; DROP TYPE actions_event_state')
-      expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql'])
+      expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql'])
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
       await empty.drop()

@@ -64,7 +64,7 @@ describe('cold-start secrets', () => {
 describe('log lines of an invocation', () => {
   it('all carry the Lambda request id of their invocation, metric lines and failure warnings included', async () => {
     // EMF on and an unreachable Pushgateway, so metric lines and a push warning are written too.
-    const env = await testEnv({ CLOUDWATCH_METRICS: 'true', PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500' })
+    const env = await testEnv({ CLOUDWATCH_METRICS: 'true', PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500', BREAKER_FAILURES: '0' })
     const rx = await startReceiver((_, res) => { res.statusCode = 500; res.end() })
     try {
       await schemaFor(env.deps, 'rid', { t: { url: rx.url, maxAttempts: 1 } })

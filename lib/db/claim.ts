@@ -1,6 +1,7 @@
 import type { Queryable } from './pool.js'
 import type { ClaimedEvent } from '../events.js'
 import { DUE } from './due.js'
+import { CLAIM_HEALTH_CTES } from './health.js'
 
 /** What the claim needs to know of each target the schema defines. */
 export type TargetClaimConfig = {
@@ -45,11 +46,14 @@ const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigge
 export const CLAIM_SQL = `WITH cfg AS (
     SELECT * FROM unnest($2::text[], $3::int[], $4::int[], $10::int[]) AS c(target, batch_size, lease_ms, max_batches)
   ),
+  ${CLAIM_HEALTH_CTES},
   candidates AS (
     SELECT id, target, priority, visible_at, octet_length(payload::text) AS bytes
     FROM actions_event
     WHERE project = $1 AND ${DUE}
       AND target <> ALL($7::text[])
+      -- A paused target's events wait, attempts untouched (the circuit breaker), except one probe batch.
+      AND target <> ALL(ARRAY(SELECT target FROM blocked))
     ORDER BY priority DESC, visible_at
     LIMIT $5
     FOR NO KEY UPDATE SKIP LOCKED
@@ -63,6 +67,7 @@ export const CLAIM_SQL = `WITH cfg AS (
   sized AS (
     SELECT target, chunk, min(pos) AS first_pos, sum(bytes) AS bytes
     FROM ranked WHERE batch_size IS NOT NULL AND chunk < max_batches
+      AND (chunk = 0 OR target NOT IN (SELECT target FROM probing))
     GROUP BY target, chunk
     ORDER BY min(pos)
     LIMIT $6
@@ -105,7 +110,9 @@ export const CLAIM_SQL = `WITH cfg AS (
  * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond,
  * so the value read back is an exact fencing token). Due events of targets missing from the schema are
  * failed terminally in the same statement (upstream's rule: the attempt counts, no request is made).
- * Events of `limits.waiting` targets are left as they are; a target gets at most its `maxBatches`. Batches stop before their payload bytes
+ * Events of `limits.waiting` targets are left as they are, and so are those of targets the circuit
+ * breaker paused (lib/db/health.ts), except one probe batch once the target's `probe_at` is due; a
+ * target gets at most its `maxBatches`. Batches stop before their payload bytes
  * would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`.
  */
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {

@@ -28,8 +28,12 @@ export async function hasDueEvents(db: Queryable, project: string, held: readonl
  */
 export async function msUntilNextDue(db: Queryable, project: string, held: readonly string[] = []): Promise<number | undefined> {
   const { rows } = await db.query<{ ms: number | null }>(
-    `SELECT (extract(epoch FROM min(visible_at) - now()) * 1000)::float8 AS ms
-     FROM actions_event WHERE project = $1 AND state IN ('created', 'retrying') AND target <> ALL($2::text[])`,
+    // A paused target's events wait for its probe (never, without one: an operator resumes it).
+    `SELECT (extract(epoch FROM min(greatest(e.visible_at, h.probe_at)) - now()) * 1000)::float8 AS ms
+     FROM actions_event e
+     LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL
+     WHERE e.project = $1 AND e.state IN ('created', 'retrying') AND e.target <> ALL($2::text[])
+       AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL)`,
     [project, held],
   )
   const ms = rows[0]?.ms

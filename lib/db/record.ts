@@ -1,20 +1,36 @@
 import type { Outcome } from '../events.js'
 import { cleanText, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../text.js'
 import { MAX_INT32 } from '../schema/limits.js'
+import { DEFAULT_RECORD_SETTINGS, HEALTH_UPSERT, type RecordSettings } from './health.js'
 import type { Queryable } from './pool.js'
 
-/** One attempt's outcome for one claimed event, with what the retry rule needs. */
+/** One attempt's outcome for one claimed event, with what the retry rule and the circuit breaker need. */
 export type AttemptRecord = {
   id: string
   /** The `visible_at` the claim set; an event re-claimed by another dispatcher since then is not touched. */
   lease: Date
+  /** The event's project and target: the circuit breaker keeps health per project and target. */
+  project: string
+  target: string
+  /** The event's `num_retries` when claimed (attempts before this one). */
+  attempts: number
+  /** Records of one delivered batch share this number (the breaker counts failed batches); default: each its own. */
+  batch?: number
   outcome: Outcome
   durationMs: number
   maxAttempts: number
   initialRepeatIntervalMs: number
 }
 
-export type RecordedRow = { id: string; state: 'succeed' | 'retrying' | 'failed'; num_retries: number; target: string; trigger: string }
+/**
+ * A recorded event. `held`: its last attempt failed while its target was down, so it stays `retrying`
+ * (the target pauses instead). `target_paused` / `target_resumed`: this statement paused (with the
+ * reason) or resumed the event's target.
+ */
+export type RecordedRow = {
+  id: string; state: 'succeed' | 'retrying' | 'failed'; num_retries: number; target: string; trigger: string
+  held: boolean; target_paused: 'failures' | 'gone' | null; target_resumed: boolean
+}
 
 /**
  * The fence's state test, as text on purpose. Statistics are gathered while nothing is claimed, so
@@ -28,30 +44,86 @@ const PROCESSING = `e.state::text = 'processing'`
 // Caps the backoff at about 100 years, so a large maxAttempts cannot overflow the interval type.
 const MAX_BACKOFF_MS = 3.15e12
 
-/** $1 ids, $2 leases, $3 ok, $4 log entries, $5 maxAttempts, $6 initialRepeatIntervalMs, $7 backoff cap (ms). */
-export const RECORD_SQL = `UPDATE actions_event e SET
-    num_retries = e.num_retries + 1,
-    state = CASE WHEN u.ok THEN 'succeed'
-                 WHEN e.num_retries + 1 >= u.max_attempts THEN 'failed'
-                 ELSE 'retrying' END::actions_event_state,
-    visible_at = CASE WHEN NOT u.ok AND e.num_retries + 1 < u.max_attempts
-                      THEN now() + least(u.interval_ms * power(2, e.num_retries), $7) * interval '1 millisecond'
-                      ELSE e.visible_at END,
-    resolved_at = CASE WHEN u.ok OR e.num_retries + 1 >= u.max_attempts THEN now() END,
-    log = CASE WHEN u.ok THEN e.log ELSE e.log || jsonb_build_array(u.entry) END,
-    last_state_change = now()
-  FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[], $4::jsonb[], $5::int[], $6::int[])
-       AS u(id, lease, ok, entry, max_attempts, interval_ms)
-  WHERE e.id = u.id AND ${PROCESSING} AND e.visible_at = u.lease
-  RETURNING e.id, e.state, e.num_retries, e.target, e.trigger`
+// The attempt would be the event's last (upstream: failed once it has had maxAttempts attempts).
+const LAST = `(NOT u.ok AND e.num_retries + 1 >= u.max_attempts)`
+/**
+ * The breaker's rule: no event fails because its target is down. The last attempt is held (the event
+ * stays retrying, the target pauses) when the target answered nothing in this statement and every
+ * attempt to it since the event's first failed attempt failed too: its run of failures began no later
+ * (a run starting in this statement begins now()), or it answered 410 Gone. Events from before
+ * migration 004 count from their creation, which can only withhold the protection, never grant it wrongly.
+ * A threshold of 0 turns the breaker off (upstream's rule: a dead target fails its events).
+ */
+const HOLD = `(${LAST} AND $16::int > 0 AND NOT u.answered AND (u.gone OR coalesce(u.run_since, now())
+    <= CASE WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END))`
+const TERMINAL = `(${LAST} AND NOT ${HOLD})`
+// What the receiver asked for (Retry-After as delta-seconds or an HTTP date), in ms by the database clock.
+const RETRY_AFTER = `coalesce(u.retry_after_ms, extract(epoch FROM u.retry_at - now())::float8 * 1000)`
+// Upstream's backoff, no earlier than the receiver asked (capped), stretched by the jitter fraction.
+const DELAY_MS = `greatest(least(u.interval_ms * power(2, e.num_retries), $7::float8),
+      CASE WHEN ${RETRY_AFTER} IS NOT NULL THEN least(${RETRY_AFTER}, $15::float8) END) * (1 + $19::float8 * random())`
+
+/**
+ * $1 ids, $2 leases, $3 ok, $4 log entries, $5 maxAttempts, $6 initialRepeatIntervalMs, $7 backoff cap (ms),
+ * $8 projects, $9 targets, $10 status codes, $11 batch numbers, $12 attempts before, $13 Retry-After (ms),
+ * $14 Retry-After (date), $15 Retry-After cap (ms), $16 breaker threshold, $17 first probe interval (ms),
+ * $18 probe interval cap (ms), $19 jitter fraction.
+ */
+export const RECORD_SQL = `WITH u AS MATERIALIZED (
+    -- Per target, what this statement saw: answered (an event delivered or any 2xx), gone (a 410).
+    SELECT r.*,
+           bool_or(r.ok OR coalesce(r.code BETWEEN 200 AND 299, false)) OVER w AND NOT bool_or(coalesce(r.code = 410, false)) OVER w AS answered,
+           bool_or(coalesce(r.code = 410, false)) OVER w AS gone,
+           h.failing_since AS run_since, h.paused_reason AS was_paused, h.project IS NOT NULL AS known
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[], $4::jsonb[], $5::int[], $6::int[], $8::text[], $9::text[],
+                $10::int[], $11::int[], $12::int[], $13::float8[], $14::timestamptz[])
+         AS r(id, lease, ok, entry, max_attempts, interval_ms, project, target, code, batch, attempts, retry_after_ms, retry_at)
+    LEFT JOIN actions_target_health h ON h.project = r.project AND h.target = r.target
+    WINDOW w AS (PARTITION BY r.project, r.target)
+  ),
+  ev AS (
+    UPDATE actions_event e SET
+      num_retries = CASE WHEN ${HOLD} THEN e.num_retries ELSE e.num_retries + 1 END,
+      state = CASE WHEN u.ok THEN 'succeed' WHEN ${TERMINAL} THEN 'failed' ELSE 'retrying' END::actions_event_state,
+      -- A held event is due at once: it waits for its target's resume, not for a backoff.
+      visible_at = CASE WHEN u.ok OR ${TERMINAL} THEN e.visible_at WHEN ${HOLD} THEN now()
+                        ELSE now() + ${DELAY_MS} * interval '1 millisecond' END,
+      resolved_at = CASE WHEN u.ok OR ${TERMINAL} THEN now() END,
+      log = CASE WHEN u.ok THEN e.log ELSE e.log || jsonb_build_array(u.entry) END,
+      first_failed_at = CASE WHEN u.ok THEN NULL WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END,
+      last_state_change = now()
+    FROM u
+    WHERE e.id = u.id AND ${PROCESSING} AND e.visible_at = u.lease
+    RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger,
+              NOT u.ok AND e.state = 'retrying' AND e.num_retries = u.attempts AS held
+  ),
+  seen AS (
+    SELECT u.project, u.target, NOT bool_or(u.answered) AS down, bool_or(u.gone) AS gone,
+           count(DISTINCT u.batch)::int AS batches, bool_or(u.known) AS known, coalesce(bool_or(ev.held), false) AS held
+    FROM u LEFT JOIN ev ON ev.id = u.id
+    GROUP BY u.project, u.target
+  ),
+  ${HEALTH_UPSERT},
+  changes AS (
+    SELECT DISTINCT ON (c.project, c.target) c.project, c.target,
+           CASE WHEN c.paused_reason IS NOT NULL AND u.was_paused IS DISTINCT FROM c.paused_reason THEN c.paused_reason END AS paused,
+           c.paused_reason IS NULL AND u.was_paused IS NOT NULL AS resumed
+    FROM health c JOIN u ON u.project = c.project AND u.target = c.target
+  )
+  SELECT ev.id, ev.state, ev.num_retries, ev.target, ev.trigger, ev.held,
+         c.paused AS target_paused, coalesce(c.resumed, false) AS target_resumed
+  FROM ev LEFT JOIN changes c ON c.project = ev.project AND c.target = ev.target`
 
 /**
  * Records many attempts in one statement: success → `succeed`; failure → `retrying` at
- * initialRepeatIntervalMs · 2^(attempt − 1) later by the database clock, or `failed` once the event has
- * had maxAttempts attempts. Every failed attempt appends its log entry. Returns the rows it changed.
+ * initialRepeatIntervalMs · 2^(attempt − 1) later by the database clock (no earlier than a Retry-After
+ * asked, up to its cap; stretched by the jitter), or `failed` once the event has had maxAttempts
+ * attempts, unless its target is down (see HOLD). Every failed attempt appends its log entry. The same
+ * statement keeps the targets' health (the circuit breaker, lib/db/health.ts). Returns the rows it changed.
  */
-export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[]): Promise<RecordedRow[]> {
+export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[], settings: RecordSettings = DEFAULT_RECORD_SETTINGS): Promise<RecordedRow[]> {
   if (records.length === 0) return []
+  const retryAfter = records.map(r => (r.outcome.ok ? undefined : r.outcome.retryAfter))
   const { rows } = await db.query<RecordedRow>({
     name: 'actions_record',
     text: RECORD_SQL,
@@ -65,6 +137,18 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
       records.map(r => clampInt(r.maxAttempts, 1)),
       records.map(r => clampInt(r.initialRepeatIntervalMs, 0)),
       MAX_BACKOFF_MS,
+      records.map(r => r.project),
+      records.map(r => r.target),
+      records.map(r => r.outcome.code ?? null),
+      records.map((r, i) => r.batch ?? -1 - i),
+      records.map(r => r.attempts),
+      retryAfter.map(ra => (ra && 'delayMs' in ra ? ra.delayMs : null)),
+      retryAfter.map(ra => (ra && 'at' in ra ? ra.at : null)),
+      settings.retryAfterMaxMs,
+      clampInt(settings.breakerFailures, 0),
+      clampInt(settings.probeMs, 1),
+      clampInt(settings.probeMaxMs, 1),
+      Math.min(1, Math.max(0, settings.jitter)),
     ],
   })
   return rows

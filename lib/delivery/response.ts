@@ -1,10 +1,20 @@
-import type { Outcome } from '../events.js'
+import type { Outcome, RetryAfter } from '../events.js'
 import type { Logger } from '../log.js'
 import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES, type Redactor } from '../text.js'
 
 export { STORED_RESPONSE_BYTES } from '../text.js'
 
-export type { Outcome } from '../events.js'
+export type { Outcome, RetryAfter } from '../events.js'
+
+// Statuses whose Retry-After is honoured (RFC 9110 §10.2.3: 503; RFC 6585 §4: 429).
+const RETRY_AFTER_STATUSES = new Set([429, 503])
+/**
+ * Longest Retry-After value read, in characters: an HTTP date is 29, and more digits than this are
+ * already beyond any cap (the record statement caps the delay at RETRY_AFTER_MAX_MS).
+ */
+const MAX_RETRY_AFTER_CHARS = 40
+// Delta-seconds past this (about 31 years) are taken as this; the cap applies later anyway.
+const MAX_RETRY_AFTER_SECONDS = 1e9
 
 /**
  * Response bytes read at most; the rest is discarded unread (a target can answer with anything). A JSON
@@ -22,6 +32,8 @@ export type HttpResponse = {
   body: string
   /** The body was longer than {@link MAX_RESPONSE_BYTES} and was cut there. */
   truncated: boolean
+  /** The `retry-after` header as sent, if any. */
+  retryAfter?: string
 }
 
 /**
@@ -38,7 +50,8 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
   }
   if (res.status < 200 || res.status >= 300) {
     log.warn('Webhook target responded with an error status', { target, status: res.status, statusText: excerpt(res.statusText, redact), events: eventIds })
-    return all({ ok: false, code: res.status, errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact), response: stored() })
+    const retryAfter = RETRY_AFTER_STATUSES.has(res.status) ? parseRetryAfter(res.retryAfter) : undefined
+    return all({ ok: false, code: res.status, errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact), response: stored(), ...(retryAfter ? { retryAfter } : {}) })
   }
   // Upstream: an empty body, or one whose content type does not mention JSON, means all delivered.
   const isJson = res.contentType?.toLowerCase().includes('json') ?? false
@@ -90,4 +103,40 @@ function parseFailures(parsed: object): Map<string, string | undefined> | string
     out.set(eventId, error)
   }
   return out
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']
+// RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms a recipient must accept.
+const IMF_FIXDATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/
+const RFC850 = /^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d{2})-([A-Z][a-z]{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) GMT$/
+const ASCTIME = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2}) (\d{4})$/
+
+/**
+ * Reads `Retry-After` (RFC 9110 §10.2.3): delta-seconds or an HTTP date. Anything else, an impossible
+ * date included, is ignored (undefined): a receiver's malformed header must not change the schedule.
+ */
+export function parseRetryAfter(value: string | undefined): RetryAfter | undefined {
+  if (value === undefined) return undefined
+  const v = value.trim()
+  if (v.length === 0 || v.length > MAX_RETRY_AFTER_CHARS) return undefined
+  if (/^\d+$/.test(v)) return { delayMs: Math.min(Number(v), MAX_RETRY_AFTER_SECONDS) * 1000 }
+  let m = IMF_FIXDATE.exec(v)
+  if (m) return httpDate(m[3], m[2], m[1], m[4], m[5], m[6])
+  m = RFC850.exec(v)
+  // RFC 9110: a two-digit year more than 50 years in the future is in the past century; 2000+ is the reading here.
+  if (m) return httpDate(`20${m[3]}`, m[2], m[1], m[4], m[5], m[6])
+  m = ASCTIME.exec(v)
+  if (m) return httpDate(m[6], m[1], m[2], m[3], m[4], m[5])
+  return undefined
+}
+
+function httpDate(...parts: Array<string | undefined>): RetryAfter | undefined {
+  const [year, month, day, hour, minute, second] = parts
+  const mon = MONTHS.indexOf(month ?? '')
+  const [y, d, h, mi, s] = [year, day, hour, minute, second].map(p => Number(p?.trim()))
+  if (mon < 0 || y === undefined || d === undefined || h === undefined || mi === undefined || s === undefined) return undefined
+  const at = new Date(Date.UTC(y, mon, d, h, mi, s))
+  // Date.UTC rolls 31 Feb over into March: such a date is malformed, not a different day.
+  if (Number.isNaN(at.getTime()) || at.getUTCDate() !== d || at.getUTCHours() !== h || at.getUTCMinutes() !== mi || at.getUTCSeconds() !== s) return undefined
+  return { at }
 }

@@ -104,7 +104,12 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
       body,
       signal: deadline.signal,
     })
-    res = { status: r.statusCode, statusText: r.statusText || statusText(r.statusCode), contentType: contentType(r.headers['content-type']), ...await readBounded(r.body) }
+    const retryAfter = r.headers['retry-after']
+    res = {
+      status: r.statusCode, statusText: r.statusText || statusText(r.statusCode), contentType: contentType(r.headers['content-type']), ...await readBounded(r.body),
+      // Read on 429 and 503 only (response.ts); a repeated header is malformed, so it is ignored.
+      ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
+    }
   } catch (e) {
     const message = deadline.expired ? `Timeout after ${timeoutMs} ms` : networkError(e)
     log.warn('Webhook delivery failed', { target: target.name, error: message, events: ids })

@@ -110,6 +110,12 @@ export class ClaimQueue {
     if (this.queue.length > 0) await this.release(this.queue.splice(0))
   }
 
+  /** Hands the queued claims of one target back at once (the circuit breaker just paused it: only probes reach it now). */
+  async releaseTarget(target: string): Promise<void> {
+    const taken = this.takeQueued(c => c.target.name === target)
+    if (taken.length > 0) await this.release(taken)
+  }
+
   /** Batches handed out and not yet finished (counted as they are handed out, before any await). */
   get delivering(): number {
     let n = 0

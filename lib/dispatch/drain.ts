@@ -7,6 +7,8 @@ import type { ProjectMetrics } from '../metrics/registry.js'
 import { MAX_DELAY_SECONDS } from '../signals.js'
 import { ClaimQueue } from './claims.js'
 import { countRecorded, deliverBatch, failUnknown, type BatchReport, type Tally } from './outcomes.js'
+import { recordSettings } from '../config.js'
+import { reportTargetHealth } from './health.js'
 import { createRecorder } from './recorder.js'
 import { resolveTargets, type ResolvedTarget } from './targets.js'
 
@@ -92,7 +94,10 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     targets: Object.values(stored?.schema.targets ?? {}), variables, config: deps.config, remainingMs: opts.remainingMs(), log, metrics,
   })
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
-  const recorder = createRecorder(deps.db, (rows, records) => countRecorded(rows, records, result, metrics, log), log)
+  const recorder = createRecorder(deps.db, (rows, records) => {
+    countRecorded(rows, records, result, metrics, log)
+    for (const paused of reportTargetHealth(rows, log)) void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
+  }, log, recordSettings(deps.config))
   const claims = new ClaimQueue({
     db: deps.db, project, targets,
     concurrency: deps.config.DISPATCH_CONCURRENCY,

@@ -1,6 +1,7 @@
 import pg from 'pg'
 import type { Queryable } from '../db/pool.js'
 import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
+import type { RecordSettings } from '../db/health.js'
 import { progressWriter } from '../db/progress.js'
 import type { Logger } from '../log.js'
 
@@ -12,8 +13,10 @@ export const UNRECORDABLE = 'Unrecordable response'
  * one write runs at a time, and everything that arrived meanwhile goes into the next one. A statement
  * the database refuses for its data is written again row by row, so one bad row costs only itself.
  */
-export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>) => void, log?: Logger) {
+export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>) => void, log?: Logger, settings?: RecordSettings) {
   let pending: AttemptRecord[] = []
+  // Each add() is one delivered batch: the circuit breaker counts failed batches.
+  let batches = 0
   let running: Promise<void> | undefined
   let failure: unknown
   // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
@@ -23,7 +26,7 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
     while (pending.length > 0) {
       const batch = pending
       pending = []
-      const { rows, written } = await recordAll(db, batch, log)
+      const { rows, written } = await recordAll(db, batch, log, settings)
       onRecorded(rows, new Map(written.map(r => [r.id, r])))
       await progress(rows)
     }
@@ -35,7 +38,8 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
     /** Queues outcomes for writing; throws if an earlier write failed. */
     add(records: AttemptRecord[]): void {
       if (failure) throw failure
-      pending.push(...records)
+      const batch = ++batches
+      pending.push(...records.map(r => ({ ...r, batch })))
       start()
     },
     /** Outcomes queued or being written. */
@@ -55,9 +59,9 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
  * the database itself (connection, shutdown, resources) are thrown: nothing can be written then.
  * Returns the rows changed and the records as written.
  */
-export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Logger): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
+export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Logger, settings?: RecordSettings): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
   try {
-    return { rows: await recordAttempts(db, batch), written: batch }
+    return { rows: await recordAttempts(db, batch, settings), written: batch }
   } catch (e) {
     if (!refusedForData(e)) throw e
     // The SQLSTATE only: a database message may quote the offending (receiver) text.
@@ -68,12 +72,12 @@ export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Log
   for (const record of batch) {
     let next = record
     try {
-      rows.push(...await recordAttempts(db, [record]))
+      rows.push(...await recordAttempts(db, [record], settings))
     } catch (e) {
       if (!refusedForData(e) || record.outcome.ok) throw e
       log?.error('Could not record an attempt with its log entry; recorded a minimal one', { eventId: record.id, sqlState: sqlState(e) })
       next = { ...record, outcome: { ok: false, ...(record.outcome.code !== undefined ? { code: record.outcome.code } : {}), errorMessage: UNRECORDABLE } }
-      rows.push(...await recordAttempts(db, [next]))
+      rows.push(...await recordAttempts(db, [next], settings))
     }
     written.push(next)
   }

@@ -1,0 +1,120 @@
+import type { Queryable } from './pool.js'
+import { DUE } from './due.js'
+
+/**
+ * The circuit breaker's knobs (config BREAKER_*, RETRY_AFTER_MAX_MS, RETRY_JITTER), passed to the
+ * record statement: the database applies them, so its clock stays the only clock.
+ */
+export type RecordSettings = {
+  /** Failed batches in a row (no event delivered, no 2xx) that pause a target; 0 turns the breaker off. */
+  breakerFailures: number
+  /** First probe interval of a paused target; doubles after each failed probe. */
+  probeMs: number
+  /** Cap of the probe interval. */
+  probeMaxMs: number
+  /** Longest delay a receiver's Retry-After can impose on an event. */
+  retryAfterMaxMs: number
+  /** Retry delays are stretched by up to this fraction at random (0 keeps upstream's exact timing). */
+  jitter: number
+}
+
+/** The defaults, which config mirrors. */
+export const DEFAULT_RECORD_SETTINGS: RecordSettings = {
+  breakerFailures: 5,
+  probeMs: 30_000,
+  probeMaxMs: 15 * 60_000,
+  retryAfterMaxMs: 60 * 60_000,
+  jitter: 0,
+}
+
+/**
+ * The claim's view of target health ($1 project, $2 targets claimable). `probing`: the paused targets
+ * whose probe is due and that have a due event; the guarded UPDATE advances `probe_at` by the current
+ * interval, so a concurrent claim (which waits for this row, then re-checks `probe_at <= now()`) never
+ * probes the same target twice. `blocked`: paused targets not probing now; their events are not claimed.
+ */
+export const CLAIM_HEALTH_CTES = `probing AS (
+    UPDATE actions_target_health h
+    SET probe_at = now() + coalesce(h.probe_interval_ms, ${DEFAULT_RECORD_SETTINGS.probeMs}) * interval '1 millisecond', updated_at = now()
+    WHERE h.project = $1 AND h.paused_at IS NOT NULL AND h.probe_at <= now() AND h.target = ANY($2::text[])
+      AND EXISTS (SELECT 1 FROM actions_event d WHERE d.project = $1 AND d.target = h.target
+                  AND ${DUE})
+    RETURNING h.target
+  ),
+  blocked AS (
+    SELECT target FROM actions_target_health
+    WHERE project = $1 AND paused_at IS NOT NULL AND target NOT IN (SELECT target FROM probing)
+  )`
+
+/**
+ * How the recorded attempts move a target's health (in the record statement; `excluded` is what this
+ * statement saw of the target, `h` its row as it is now):
+ * - `resume`: it answered (an event delivered or a 2xx) while paused for failures;
+ * - `gone`: it answered 410 (paused with no probe, for an operator);
+ * - `backoff`: it failed while paused for failures (a failed probe: the interval doubles);
+ * - `pause`: it failed and crossed the threshold, or an event would otherwise have failed terminally;
+ * - `keep`: nothing changes in the pause (operator pauses are left to operators).
+ */
+const MODE = `(CASE
+    WHEN excluded.failing_since IS NULL THEN CASE WHEN h.paused_reason = 'failures' THEN 'resume' ELSE 'keep' END
+    WHEN $16::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
+    WHEN excluded.paused_reason = 'gone' THEN CASE WHEN h.paused_reason = 'gone' THEN 'keep' ELSE 'gone' END
+    WHEN h.paused_reason = 'failures' THEN 'backoff'
+    WHEN h.paused_reason IS NOT NULL THEN 'keep'
+    WHEN excluded.paused_reason = 'failures' OR h.consecutive_failures + excluded.consecutive_failures >= $16::int THEN 'pause'
+    ELSE 'keep' END)`
+const PROBE = `$17::int`
+const DOUBLED = `least(coalesce(h.probe_interval_ms, ${PROBE})::bigint * 2, $18::int)::int`
+
+/**
+ * The record statement's health upsert over `seen` (per project and target: down, gone, failed
+ * batches, held, known). A target with no row that answered writes nothing; a healthy row is not
+ * rewritten by a success. A failure run starts at the earliest failure recorded (least()), so a
+ * statement that commits late cannot start the run after an event's own first failure.
+ * $16 threshold, $17 first probe interval (ms), $18 probe interval cap (ms).
+ */
+export const HEALTH_UPSERT = `health AS (
+    INSERT INTO actions_target_health AS h
+      (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, updated_at)
+    SELECT project, target, CASE WHEN down THEN batches ELSE 0 END, CASE WHEN down THEN now() END,
+           CASE WHEN pause IS NOT NULL THEN now() END, pause,
+           CASE WHEN pause = 'failures' THEN now() + ${PROBE} * interval '1 millisecond' END,
+           CASE WHEN pause = 'failures' THEN ${PROBE} END, now()
+    FROM (SELECT *, CASE WHEN $16::int = 0 THEN NULL WHEN gone THEN 'gone' WHEN down AND (held OR batches >= $16::int) THEN 'failures' END AS pause FROM seen) s
+    WHERE down OR known
+    ON CONFLICT (project, target) DO UPDATE SET
+      consecutive_failures = CASE WHEN excluded.failing_since IS NULL THEN 0 ELSE h.consecutive_failures + excluded.consecutive_failures END,
+      failing_since = CASE WHEN excluded.failing_since IS NULL THEN NULL ELSE least(h.failing_since, now()) END,
+      paused_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN now() WHEN 'pause' THEN now() ELSE h.paused_at END,
+      paused_reason = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN 'gone' WHEN 'pause' THEN 'failures' ELSE h.paused_reason END,
+      probe_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL
+                 WHEN 'pause' THEN now() + ${PROBE} * interval '1 millisecond'
+                 WHEN 'backoff' THEN now() + ${DOUBLED} * interval '1 millisecond' ELSE h.probe_at END,
+      probe_interval_ms = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'pause' THEN ${PROBE}
+                          WHEN 'backoff' THEN ${DOUBLED} ELSE h.probe_interval_ms END,
+      updated_at = now()
+    WHERE excluded.failing_since IS NOT NULL OR h.consecutive_failures > 0 OR h.paused_reason = 'failures'
+    RETURNING h.project, h.target, h.paused_reason
+  )`
+
+/** A target's health row, as tests and operators read it. */
+export type TargetHealth = {
+  project: string
+  target: string
+  consecutive_failures: number
+  failing_since: Date | null
+  paused_at: Date | null
+  paused_reason: 'failures' | 'gone' | 'operator' | null
+  probe_at: Date | null
+  probe_interval_ms: number | null
+}
+
+/** The health row of one target, or undefined while it has never failed. */
+export async function targetHealth(db: Queryable, project: string, target: string): Promise<TargetHealth | undefined> {
+  const { rows } = await db.query<TargetHealth>(
+    `SELECT project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms
+     FROM actions_target_health WHERE project = $1 AND target = $2`,
+    [project, target],
+  )
+  return rows[0]
+}

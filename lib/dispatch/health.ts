@@ -1,0 +1,21 @@
+import type { RecordedRow } from '../db/record.js'
+import type { Logger } from '../log.js'
+
+/**
+ * Logs the circuit breaker's transitions among recorded rows, once per target: paused (why), resumed.
+ * The logger carries the project; the target is named, never its URL. Returns the targets just paused.
+ */
+export function reportTargetHealth(rows: readonly RecordedRow[], log: Logger): string[] {
+  const paused = new Map<string, 'failures' | 'gone'>()
+  const resumed = new Set<string>()
+  for (const row of rows) {
+    if (row.target_paused) paused.set(row.target, row.target_paused)
+    else if (row.target_resumed) resumed.add(row.target)
+  }
+  for (const [target, reason] of paused) {
+    if (reason === 'gone') log.error('Webhook target answered 410 Gone: paused until an operator resumes it; its events wait', { target, reason })
+    else log.warn('Webhook target paused after failing: its events wait, a probe batch tests it at growing intervals', { target, reason })
+  }
+  for (const target of resumed) log.info('Webhook target resumed: a delivery succeeded, its events drain again', { target })
+  return [...paused.keys()]
+}

@@ -1,0 +1,70 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { drainProject } from '../../lib/dispatch/drain.js'
+import { parseRetryAfter } from '../../lib/delivery/response.js'
+import { enqueueMany, schemaFor } from '../helpers/events.js'
+import { startReceiver, type Receiver } from '../helpers/receiver.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+
+let env: TestEnv
+let rx: Receiver
+let n = 0
+let project: string
+const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
+const HOUR_S = 3600
+
+beforeAll(async () => {
+  env = await testEnv({ LEASE_MARGIN_MS: '1000' })
+  rx = await startReceiver()
+})
+afterAll(async () => {
+  await rx.close()
+  await env.close()
+})
+beforeEach(() => { project = `ra${++n}` })
+afterEach(async () => { await env.queue.drain() })
+
+/** Delivers one event to a receiver answering `status` with `Retry-After: value`; returns seconds until it is due again (database clock). */
+async function delayAfter(status: number, value: string): Promise<number> {
+  rx.respond((_, res) => { res.writeHead(status, { 'retry-after': value }); res.end() })
+  await schemaFor(env.deps, project, { t: { url: rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1000 } })
+  const [id] = await enqueueMany(env.deps, project, 'to_t', 1)
+  await drainProject(env.deps, project, forever)
+  const { rows } = await env.deps.db.query('SELECT state, num_retries, extract(epoch FROM visible_at - now())::float8 AS s FROM actions_event WHERE id = $1', [id])
+  expect(rows[0]).toMatchObject({ state: 'retrying', num_retries: 1 })
+  return Number(rows[0].s)
+}
+
+const httpDate = (d: Date) => d.toUTCString()
+
+describe('Retry-After', () => {
+  it('delays the next attempt of a 429 at least the seconds asked', async () => {
+    expect(await delayAfter(429, '120')).toBeGreaterThanOrEqual(119)
+  })
+
+  it('honours an HTTP date on a 503', async () => {
+    const { rows } = await env.deps.db.query('SELECT now() AS t')
+    const at = new Date(rows[0].t.getTime() + 300_000)
+    expect(await delayAfter(503, httpDate(at))).toBeGreaterThanOrEqual(298)
+  })
+
+  it.each([['a huge delta', '1000000000000'], ['a date in year 9999', 'Fri, 31 Dec 9999 23:59:59 GMT']])('caps %s at RETRY_AFTER_MAX_MS', async (_, value) => {
+    const s = await delayAfter(429, value)
+    expect(s).toBeGreaterThan(HOUR_S - 60)
+    expect(s).toBeLessThanOrEqual(HOUR_S)
+  })
+
+  it('ignores a malformed value and a Retry-After on other statuses', async () => {
+    expect(await delayAfter(429, 'soon')).toBeLessThanOrEqual(1)
+    project = `ra${++n}`
+    expect(await delayAfter(500, '120')).toBeLessThanOrEqual(1)
+  })
+
+  it('parses delta-seconds and the three HTTP date forms, and nothing else', () => {
+    expect(parseRetryAfter('120')).toEqual({ delayMs: 120_000 })
+    const at = { at: new Date(Date.UTC(1994, 10, 6, 8, 49, 37)) }
+    expect(parseRetryAfter('Sun, 06 Nov 1994 08:49:37 GMT')).toEqual(at)
+    expect(parseRetryAfter('Sunday, 06-Nov-94 08:49:37 GMT')).toEqual({ at: new Date(Date.UTC(2094, 10, 6, 8, 49, 37)) })
+    expect(parseRetryAfter('Sun Nov  6 08:49:37 1994')).toEqual(at)
+    for (const bad of ['', '-5', '1.5', 'soon', 'Sun, 31 Feb 1994 08:49:37 GMT', '9'.repeat(100)]) expect(parseRetryAfter(bad)).toBeUndefined()
+  })
+})
