@@ -23,6 +23,7 @@ import { startPostgres } from './postgres.js'
 import { startReceiverProcess } from './receiverProcess.js'
 import { report, type Scenario } from './report.js'
 import { setupScale, type ScaleBench } from './scale.js'
+import { signingTable } from './signing.js'
 import type { RunResult, TimedContext } from './timed.js'
 
 // One short untimed pass per scenario first: JIT, connection pools and keep-alive sockets warm up.
@@ -114,9 +115,8 @@ async function main(): Promise<void> {
         run: () => measureLatency(actions, fauxqs, ctxFor(db.actions), { rate, seconds: opts.latencySeconds, perRequest: LATENCY_PER_REQUEST, source }),
       })
     }
-    // Further scenario groups (bench/signing.ts, for one) join `all` here, before the selection.
     const scenarios = all.filter(s => !opts.only || opts.only.has(s.key))
-    if (scenarios.length === 0) throw new Error(`--only selected no scenario; keys: ${all.map(s => s.key).join(', ')}`)
+    if (scenarios.length === 0 && !opts.only?.has('signing')) throw new Error(`--only selected no scenario; keys: ${all.map(s => s.key).join(', ')}`)
 
     for (const s of scenarios) {
       if (s.kind === 'latency') continue
@@ -143,6 +143,8 @@ async function main(): Promise<void> {
         `N = ${opts.n} events per run, ${opts.rounds} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
       ],
     }))
+    // What signing adds per request, measured in this process with nothing else running.
+    if (!opts.only || opts.only.has('signing')) process.stdout.write('\n' + signingTable())
   } finally {
     await cleanup()
   }

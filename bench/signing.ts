@@ -1,6 +1,8 @@
-// What Standard Webhooks signing costs per event: `npx tsx bench/signing.ts`. Measures the whole
+// What Standard Webhooks signing costs per event: part of `npm run bench` (scenario key `signing`),
+// or alone with `npx tsx bench/signing.ts`. Measures the whole
 // per-request work the delivery adds (webhook-id, timestamp, one HMAC-SHA256 over the body per
 // secret, the headers), for one-event requests of 1 KB and 40 KB bodies, with one and two secrets.
+import { pathToFileURL } from 'node:url'
 import { generateSecret, signingKeys, withSignature, type SigningKeys } from '../lib/delivery/signing.js'
 import { dec, summary, table } from './stats.js'
 
@@ -34,17 +36,22 @@ function roundMicros(k: SigningKeys | undefined, text: string): number {
   return Number(process.hrtime.bigint() - started) / 1000 / PER_ROUND
 }
 
-const rows: string[][] = []
-for (const size of BODY_SIZES) {
-  const text = body(size.bytes)
-  for (const count of SECRET_COUNTS) {
-    const k = keys(count)
-    roundMicros(k, text) // warm-up: JIT and the HMAC bindings
-    const s = summary(Array.from({ length: ROUNDS }, () => roundMicros(k, text)))
-    rows.push([size.label, String(count), dec(s.median), dec(s.min), dec(s.max)])
+/** The signing table: per-event cost for each body size and secret count, and the unsigned baseline. */
+export function signingTable(): string {
+  const rows: string[][] = []
+  for (const size of BODY_SIZES) {
+    const text = body(size.bytes)
+    for (const count of SECRET_COUNTS) {
+      const k = keys(count)
+      roundMicros(k, text) // warm-up: JIT and the HMAC bindings
+      const s = summary(Array.from({ length: ROUNDS }, () => roundMicros(k, text)))
+      rows.push([size.label, String(count), dec(s.median), dec(s.min), dec(s.max)])
+    }
   }
+  const baseline = summary(Array.from({ length: ROUNDS }, () => roundMicros(undefined, body(1024))))
+  return `Standard Webhooks signing cost per one-event request (${ROUNDS} rounds of ${PER_ROUND.toLocaleString('en')}, Node ${process.version})\n\n` +
+    table(['body', 'secrets', 'µs/event median', 'min', 'max'], rows) + '\n' +
+    `\nthe same request headers without signing: ${dec(baseline.median)} µs/event${sink < 0 ? ' ' : ''}\n`
 }
-const baseline = summary(Array.from({ length: ROUNDS }, () => roundMicros(undefined, body(1024))))
-process.stdout.write(`Standard Webhooks signing cost per one-event request (${ROUNDS} rounds of ${PER_ROUND.toLocaleString('en')}, Node ${process.version})\n\n`)
-process.stdout.write(table(['body', 'secrets', 'µs/event median', 'min', 'max'], rows) + '\n')
-process.stdout.write(`\nthe same request headers without signing: ${dec(baseline.median)} µs/event${sink < 0 ? ' ' : ''}\n`)
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) process.stdout.write(signingTable())
