@@ -203,7 +203,8 @@ describe('osls package --stage dev', () => {
     expect(m.FunctionName).toEqual(getAtt('DispatchLambdaFunction', 'Arn'))
     expect(m.EventSourceArn).toEqual(getAtt('SignalQueue', 'Arn'))
     expect(m.BatchSize).toBe(10)
-    expect(num(m.MaximumBatchingWindowInSeconds, 'MaximumBatchingWindowInSeconds')).toBeGreaterThanOrEqual(1)
+    // No batching window (absent means 0): a signal wakes dispatch at once (enqueue-to-delivery latency).
+    expect(m.MaximumBatchingWindowInSeconds ?? 0).toBe(0)
     expect(m.FunctionResponseTypes).toEqual(['ReportBatchItemFailures'])
     const maxConcurrency = num(m.ScalingConfig?.MaximumConcurrency, 'MaximumConcurrency')
     expect(maxConcurrency).toBe(4)
