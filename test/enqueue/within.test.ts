@@ -1,13 +1,13 @@
 import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createHandler } from '../functions/dispatch.js'
-import { withTransaction } from '../lib/db/pool.js'
-import { enqueueWithin, EnqueueValidationError, signalAfterCommit } from '../lib/enqueue.js'
-import { createContext } from './helpers/lambda.js'
-import { startReceiver, type Receiver } from './helpers/receiver.js'
-import { testEnv, type TestEnv } from './helpers/runtime.js'
-import { schemaFor } from './helpers/events.js'
-import { createPayload, TX } from './fixtures/schemas.js'
+import { createHandler } from '../../functions/dispatch.js'
+import { withTransaction } from '../../lib/db/pool.js'
+import { enqueueWithin, EnqueueValidationError, signalAfterCommit } from '../../lib/enqueue.js'
+import { createContext } from '../helpers/lambda.js'
+import { startReceiver, type Receiver } from '../helpers/receiver.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { schemaFor } from '../helpers/events.js'
+import { createPayload, TX } from '../fixtures/schemas.js'
 
 // The README's example: a producer writes events in its own content transaction.
 let env: TestEnv

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { RECORD_SQL, RELEASE_SQL } from '../lib/db/record.js'
-import { freshDatabase } from './helpers/db.js'
+import { RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
+import { freshDatabase } from '../helpers/db.js'
 
 // The bench's shape: a modest table analyzed while nothing was claimed, then hundreds of events in flight.
 let db: Awaited<ReturnType<typeof freshDatabase>>

@@ -1,10 +1,10 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { drainProject } from '../lib/dispatch/drain.js'
-import { countStatements } from './helpers/statements.js'
-import { setVariables } from '../lib/db/variables.js'
-import { json, startReceiver, type Receiver } from './helpers/receiver.js'
-import { testEnv, type TestEnv } from './helpers/runtime.js'
-import { enqueueMany, schemaFor, states } from './helpers/events.js'
+import { drainProject } from '../../lib/dispatch/drain.js'
+import { countStatements } from '../helpers/statements.js'
+import { setVariables } from '../../lib/db/variables.js'
+import { json, startReceiver, type Receiver } from '../helpers/receiver.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 
 let env: TestEnv
 let rx: Receiver
@@ -13,7 +13,7 @@ let n = 0
 let project: string
 
 beforeAll(async () => {
-  // Upstream's retry rule for dead targets (the breaker has its own tests in test/health).
+  // Upstream's retry rule for dead targets (the breaker has its own tests in test/dispatch/breaker.test.ts).
   env = await testEnv({ LEASE_MARGIN_MS: '1000', BREAKER_FAILURES: '0' })
   rx = await startReceiver()
 })

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { createHandler } from '../functions/enqueue.js'
-import { countStatements } from './helpers/statements.js'
-import { storeSchema } from '../lib/db/schemas.js'
-import { createDeps } from '../lib/deps.js'
-import { EnqueueValidationError } from '../lib/enqueue.js'
-import { createContext } from './helpers/lambda.js'
-import { testEnv, type TestEnv } from './helpers/runtime.js'
-import { sqsClient } from './helpers/sqs.js'
-import { createPayload, sampleSchema, TX } from './fixtures/schemas.js'
+import { createHandler } from '../../functions/enqueue.js'
+import { countStatements } from '../helpers/statements.js'
+import { storeSchema } from '../../lib/db/schemas.js'
+import { createDeps } from '../../lib/deps.js'
+import { EnqueueValidationError } from '../../lib/enqueue.js'
+import { createContext } from '../helpers/lambda.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { sqsClient } from '../helpers/sqs.js'
+import { createPayload, sampleSchema, TX } from '../fixtures/schemas.js'
 
 let env: TestEnv
 let handler: ReturnType<typeof createHandler>

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLAIM_SQL } from '../lib/db/claim.js'
-import { RECORD_SQL, RELEASE_SQL } from '../lib/db/record.js'
-import { deleteResolvedSql, DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../lib/db/backlog.js'
-import { PROGRESS_TOUCH_SQL } from '../lib/db/progress.js'
-import { freshDatabase } from './helpers/db.js'
+import { CLAIM_SQL } from '../../lib/db/claim.js'
+import { RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
+import { deleteResolvedSql, DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../../lib/db/backlog.js'
+import { PROGRESS_TOUCH_SQL } from '../../lib/db/progress.js'
+import { freshDatabase } from '../helpers/db.js'
 
 // 100 projects and a million resolved rows: the sweeper's statements must stay on partial indexes.
 let db: Awaited<ReturnType<typeof freshDatabase>>

@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createDeps } from '../lib/deps.js'
-import { drainProject } from '../lib/dispatch/drain.js'
-import { startReceiver, type Receiver } from './helpers/receiver.js'
-import { until } from './helpers/wait.js'
-import { testEnv, type TestEnv } from './helpers/runtime.js'
-import { enqueueMany, schemaFor, states } from './helpers/events.js'
+import { createDeps } from '../../lib/deps.js'
+import { drainProject } from '../../lib/dispatch/drain.js'
+import { startReceiver, type Receiver } from '../helpers/receiver.js'
+import { until } from '../helpers/wait.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 
 let env: TestEnv
 let rx: Receiver

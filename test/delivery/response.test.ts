@@ -1,9 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse } from '../lib/delivery/response.js'
-import { createLogger } from '../lib/log.js'
-import { PayloadPathError, requestBody, substitute, UndefinedVariableError } from '../lib/delivery/template.js'
-import { cleanText, MIN_REDACTED_LENGTH, redactor, REDACTED } from '../lib/text.js'
-import type { WebhookTarget } from '../lib/schema/actions.js'
+import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse } from '../../lib/delivery/response.js'
+import { createLogger } from '../../lib/log.js'
+import { redactor, REDACTED } from '../../lib/text.js'
 
 const ids = ['e1', 'e2', 'e3']
 const JSON_TYPE = 'application/json; charset=utf-8'
@@ -92,75 +90,5 @@ describe('interpreting a webhook response', () => {
     expect(Buffer.byteLength(o.errorMessage)).toBe(1024)
     expect(JSON.stringify(logs)).not.toContain(secret)
     expect(JSON.stringify(logs).length).toBeLessThan(1000)
-  })
-})
-
-describe('storable text', () => {
-  it('cuts on a character boundary by UTF-8 bytes, never splitting an emoji', () => {
-    const text = 'a' + '😀'.repeat(2000)
-    const out = cleanText(text, 4096)
-    expect(Buffer.byteLength(out)).toBe(1 + 4 * 1023)
-    expect(out).toBe('a' + '😀'.repeat(1023))
-    expect(cleanText('é'.repeat(10), 5)).toBe('éé')
-  })
-
-  it('replaces NUL and lone surrogates, keeping pairs', () => {
-    expect(cleanText('a\u0000b\uD800c\uDC00d😀', 100)).toBe('a\uFFFDb\uFFFDc\uFFFDd😀')
-    expect(cleanText('\uDC00\uD800', 100)).toBe('\uFFFD\uFFFD')
-  })
-
-  it('redacts every variable value, in its JSON and URL forms, before cutting; short values are left', () => {
-    const redact = redactor(['s3cr"et!', 'abc', 'a long token value'])
-    expect(redact('x s3cr"et! y s3cr\\"et! z s3cr%22et! w abc')).toBe(`x ${REDACTED} y ${REDACTED} z ${REDACTED} w abc`)
-    expect('abc'.length).toBeLessThan(MIN_REDACTED_LENGTH)
-    // A secret straddling the cut is redacted whole, not left half visible.
-    expect(cleanText('xxxxxa long token value', 8, redact)).toBe('xxxxx[re')
-  })
-})
-
-describe('templates', () => {
-  const vars = new Map([['a', '1'], ['b_2', '2'], ['empty', '']])
-
-  it('substitutes {{NAME}} of word characters only and leaves other braces as text', () => {
-    expect(substitute('https://x/{{a}}?k={{b_2}}', vars)).toBe('https://x/1?k=2')
-    expect(substitute('{{ a }} {{a.b}} {{a-b}} {a}', vars)).toBe('{{ a }} {{a.b}} {{a-b}} {a}')
-  })
-
-  it('fails on a missing or an empty variable, naming it', () => {
-    expect(() => substitute('{{nope}}', vars)).toThrow(UndefinedVariableError)
-    expect(() => substitute('{{nope}}', vars)).toThrow('Undefined variable nope')
-    expect(() => substitute('x{{empty}}', vars)).toThrow('Undefined variable empty')
-  })
-
-  const target = (extra: Partial<WebhookTarget>): WebhookTarget => ({ type: 'webhook', name: 't', url: 'x', ...extra })
-  const plain = (v: unknown) => JSON.parse(JSON.stringify(v))
-
-  it('puts events into the object at payloadPath, creating objects on the way, inside a copy of the body', () => {
-    expect(plain(requestBody(target({}), []))).toEqual({ events: [] })
-    expect(plain(requestBody(target({ payloadPath: [] }), []))).toEqual({ events: [] })
-    const t = target({ body: { options: 1 }, payloadPath: ['payload', 'json'] })
-    expect(JSON.stringify(requestBody(t, []))).toBe('{"options":1,"payload":{"json":{"events":[]}}}')
-    expect(t.body).toEqual({ options: 1 })
-    expect(plain(requestBody(target({ body: { a: { b: 1 }, n: null }, payloadPath: ['a'] }), []))).toEqual({ a: { b: 1, events: [] }, n: null })
-    expect(plain(requestBody(target({ body: { a: null }, payloadPath: ['a'] }), []))).toEqual({ a: { events: [] } })
-  })
-
-  it('refuses a path through a value that is not an object instead of losing the events', () => {
-    expect(() => requestBody(target({ body: { a: 5 }, payloadPath: ['a'] }), [])).toThrow(PayloadPathError)
-    expect(() => requestBody(target({ body: { a: [1] }, payloadPath: ['a', 'b'] }), [])).toThrow(PayloadPathError)
-  })
-
-  it('cannot reach Object.prototype whatever keys a stored schema holds', () => {
-    // JSON.parse makes `__proto__` an own key, as a stored schema read from jsonb has it.
-    const stored = JSON.parse('{"__proto__":{"polluted":1},"constructor":{"prototype":{}}}')
-    const one = requestBody(target({ body: stored, payloadPath: ['__proto__', 'events'] }), [])
-    expect(({} as Record<string, unknown>).events).toBeUndefined()
-    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
-    expect(JSON.parse(JSON.stringify(one))).toEqual(JSON.parse('{"__proto__":{"polluted":1,"events":{"events":[]}},"constructor":{"prototype":{}}}'))
-    const two = requestBody(target({ payloadPath: ['__proto__'] }), [])
-    expect(JSON.stringify(two)).toBe('{"__proto__":{"events":[]}}')
-    const three = requestBody(target({ payloadPath: ['constructor', 'prototype'] }), [])
-    expect(JSON.stringify(three)).toBe('{"constructor":{"prototype":{"events":[]}}}')
-    expect(Object.prototype).not.toHaveProperty('events')
   })
 })

@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, it, expect } from 'vitest'
-import { createMetrics, createSweeperGauges } from '../lib/metrics/registry.js'
-import { promtoolBinary, pushgatewayBinary, requireBinary, scrape, startPushgateway } from './helpers/pushgateway.js'
+import { createMetrics, createSweeperGauges } from '../../lib/metrics/registry.js'
+import { promtoolBinary, pushgatewayBinary, requireBinary, scrape, startPushgateway } from '../helpers/pushgateway.js'
 
-const monitoringDir = fileURLToPath(new URL('../infra/monitoring/', import.meta.url))
+const monitoringDir = fileURLToPath(new URL('../../infra/monitoring/', import.meta.url))
 const dashboardPath = join(monitoringDir, 'grafana/dashboards/actions.json')
 const alertsPath = join(monitoringDir, 'alerts.yml')
 const promtool = promtoolBinary()

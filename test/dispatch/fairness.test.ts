@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createHandler } from '../functions/dispatch.js'
-import { drainProject } from '../lib/dispatch/drain.js'
-import { createContext } from './helpers/lambda.js'
-import { startReceiver, type Receiver } from './helpers/receiver.js'
-import { testEnv, type TestEnv } from './helpers/runtime.js'
-import { enqueueMany, schemaFor } from './helpers/events.js'
-import { TX } from './fixtures/schemas.js'
+import { createHandler } from '../../functions/dispatch.js'
+import { drainProject } from '../../lib/dispatch/drain.js'
+import { createContext } from '../helpers/lambda.js'
+import { startReceiver, type Receiver } from '../helpers/receiver.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { enqueueMany, schemaFor } from '../helpers/events.js'
+import { TX } from '../fixtures/schemas.js'
 
 // Fair sharing (issue 11 item 2): a dead target cannot starve a healthy one of the same project, and
 // a deep backlog cannot keep the other projects of an invocation waiting.

@@ -1,13 +1,13 @@
 import type { SQSEvent, SQSRecord } from 'aws-lambda'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { createHandler } from '../functions/dispatch.js'
-import { loadConfig } from '../lib/config.js'
-import { closeDeps, createDeps } from '../lib/deps.js'
-import { setVariables } from '../lib/db/variables.js'
-import { createContext } from './helpers/lambda.js'
-import { json, startReceiver, type Receiver, type Responder } from './helpers/receiver.js'
-import { testEnv, type TestEnv } from './helpers/runtime.js'
-import { enqueueMany, schemaFor, states } from './helpers/events.js'
+import { createHandler } from '../../functions/dispatch.js'
+import { loadConfig } from '../../lib/config.js'
+import { closeDeps, createDeps } from '../../lib/deps.js'
+import { setVariables } from '../../lib/db/variables.js'
+import { createContext } from '../helpers/lambda.js'
+import { json, startReceiver, type Receiver, type Responder } from '../helpers/receiver.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 
 let env: TestEnv
 let rx: Receiver

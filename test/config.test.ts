@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError, loadConfig } from '../lib/config.js'
+
+describe('config', () => {
+  it('lists every problem at once and never echoes a value', () => {
+    const err = (() => { try { loadConfig({ DATABASE_URL: 'not a url with secret-pw', DISPATCH_CONCURRENCY: 'lots', CLOUDWATCH_METRICS: 'maybe' }) } catch (e) { return e } })()
+    expect(err).toBeInstanceOf(ConfigError)
+    const msg = String(err)
+    expect(msg).toContain('DATABASE_URL: expected a URL')
+    expect(msg).toContain('SIGNAL_QUEUE_URL: ')
+    expect(msg).toContain('DISPATCH_CONCURRENCY: expected a positive integer')
+    expect(msg).toContain('CLOUDWATCH_METRICS: expected true or false')
+    expect(msg).not.toContain('secret-pw')
+  })
+
+  it('applies defaults', () => {
+    const c = loadConfig({ DATABASE_URL: 'postgres://localhost/x', SIGNAL_QUEUE_URL: 'http://localhost:1/q' })
+    expect(c).toMatchObject({ DISPATCH_CONCURRENCY: 8, CLOUDWATCH_METRICS: false })
+    expect(c.PUSHGATEWAY_URL).toBeUndefined()
+  })
+})
+
+describe('the README', () => {
+  it('documents every configuration variable', async () => {
+    const { readFile } = await import('node:fs/promises')
+    const { configSchema } = await import('../lib/config.js')
+    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8')
+    const missing = Object.keys(configSchema.shape).filter(k => !readme.includes('`' + k + '`'))
+    expect(missing).toEqual([])
+  })
+})

@@ -1,0 +1,39 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
+import { parseActionsSchema, SchemaValidationError } from '../../lib/schema/actions.js'
+import { freshDatabase } from '../helpers/db.js'
+import { sampleSchema } from '../fixtures/schemas.js'
+
+let db: Awaited<ReturnType<typeof freshDatabase>>
+beforeAll(async () => { db = await freshDatabase() })
+afterAll(async () => { await db.drop() })
+
+describe('actions schema validation', () => {
+  it('accepts a schema with basic and watch triggers and every target option', () => {
+    const s = sampleSchema({ hook: { headers: { Authorization: 'Bearer {{token}}' }, body: { a: 1 }, payloadPath: [], timeoutMs: 1000, maxAttempts: 3, initialRepeatIntervalMs: 100, batchSize: 50 } })
+    expect(parseActionsSchema(s).targets.hook?.batchSize).toBe(50)
+  })
+
+  const cases: Array<[string, (s: ReturnType<typeof sampleSchema>) => unknown, string]> = [
+    ['a non-integer timeout', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, timeoutMs: 1.5 } } }), 'targets.hook.timeoutMs: expected an integer from 1 to 60000'],
+    ['a negative maxAttempts', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, maxAttempts: -1 } } }), 'targets.hook.maxAttempts: expected an integer from 1 to 1000'],
+    ['an unknown target option', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, retries: 3 } } }), 'targets.hook: unrecognized key(s): "retries"'],
+    ['a trigger naming a missing target', s => ({ ...s, triggers: { ...s.triggers, article_created: { ...s.triggers.article_created, target: 'gone' } } }), 'triggers.article_created.target: unknown target'],
+    ['a target whose name differs from its key', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, name: 'x' } } }), 'targets.hook.name: expected the key of the target'],
+    ['an unknown trigger type', s => ({ ...s, triggers: { x: { type: 'cron', name: 'x', target: 'hook' } } }), 'triggers.x.type'],
+  ]
+  for (const [what, change, message] of cases) {
+    it(`rejects ${what}, naming the path`, () => {
+      const err = (() => { try { parseActionsSchema(change(sampleSchema())) } catch (e) { return e } })()
+      expect(err).toBeInstanceOf(SchemaValidationError)
+      expect(String(err)).toContain(message)
+    })
+  }
+
+  it('stores versions in order and validates before storing', async () => {
+    expect(await storeSchema(db.pool, 'p', sampleSchema())).toBe(1)
+    await expect(storeSchema(db.pool, 'p', { targets: {} })).rejects.toThrow(/triggers/)
+    expect(await storeSchema(db.pool, 'p', sampleSchema({ hook: { batchSize: 5 } }))).toBe(2)
+    expect((await getCurrentSchema(db.pool, 'p'))?.schema.targets.hook?.batchSize).toBe(5)
+  })
+})
