@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import type { Dispatcher } from 'undici'
+import { errorCode } from '../errors.js'
 import type { ClaimedEvent } from '../events.js'
 import type { Logger } from '../log.js'
 import type { WebhookTarget } from '../schema/actions.js'
@@ -170,10 +171,6 @@ function networkError(e: unknown): string {
     case 'UND_ERR_HEADERS_TIMEOUT': case 'UND_ERR_BODY_TIMEOUT': case 'UND_ERR_CONNECT_TIMEOUT': return 'Timeout'
     default: return code ? `Network error (${code})` : 'Network error'
   }
-}
-
-function errorCode(e: unknown): string | undefined {
-  return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : undefined
 }
 
 // The standard reason phrase, for a status line that carries none (HTTP/2 never does).
