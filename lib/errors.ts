@@ -34,7 +34,7 @@ const MAX_CAUSES = 3
 export function describeError(e: unknown): SafeError {
   if (!(e instanceof Error)) return { name: 'NonError', message: typeof e === 'string' ? 'a string was thrown' : `a ${typeof e} was thrown` }
   const cause = describeCause(e.cause)
-  const code = codeOf(e)
+  const code = errorCode(e)
   return { name: e.name, message: e.message, ...(code ? { code } : {}), ...(cause ? { cause } : {}) }
 }
 
@@ -44,12 +44,12 @@ export function describeCause(e: unknown, depth = MAX_CAUSES): SafeCause | undef
   if (!(e instanceof Error)) {
     // A cause built as a plain value ({ name, code }) by a thrower that already made it safe.
     if (typeof e === 'object' && e !== null && 'name' in e && typeof e.name === 'string') {
-      const code = 'code' in e && typeof e.code === 'string' ? e.code : undefined
+      const code = errorCode(e)
       return code ? { name: e.name, code } : { name: e.name }
     }
     return { name: typeof e }
   }
-  const code = codeOf(e)
+  const code = errorCode(e)
   const next = describeCause(e.cause, depth - 1)
   return { name: e.name, ...(code ? { code } : {}), ...(next ? { cause: next } : {}) }
 }
@@ -63,6 +63,6 @@ export function formatError(e: unknown): string {
 }
 
 /** A Node system error's or a driver's code (`ECONNREFUSED`, a SQLSTATE), when it is a string. */
-function codeOf(e: Error): string | undefined {
-  return 'code' in e && typeof e.code === 'string' ? e.code : undefined
+export function errorCode(e: unknown): string | undefined {
+  return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : undefined
 }

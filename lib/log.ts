@@ -38,7 +38,7 @@ export function createLogger(level: Level = 'info', sink: Sink = stdoutSink, bas
   }
 }
 
-// Errors serialize as ../errors.ts describes them: name, message (callers keep it secret-free) and code,
+// Errors serialize as ./errors.ts describes them: name, message (callers keep it secret-free) and code,
 // then causes by name and code only (a driver's or SDK's message may quote a URL or input).
 function errorReplacer(_key: string, value: unknown): unknown {
   return value instanceof Error ? describeError(value) : value

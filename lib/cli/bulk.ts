@@ -1,7 +1,6 @@
 import { z } from 'zod'
 import { retryEvents, stopEvents, type BulkFilter } from '../db/operator.js'
-import type { EventsContext } from './events.js'
-import { UsageError, type Io } from './usage.js'
+import { UsageError, type EventsContext, type Io } from './usage.js'
 import { wake } from './wake.js'
 
 export const BULK_USAGE = `  events retry|stop --project P [--target T] [--state failed|retrying] [--since T1] [--until T2] [--limit N]

@@ -1,12 +1,10 @@
-import type pg from 'pg'
 import { z } from 'zod'
 import { getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../db/events.js'
 import { fetchVariables } from '../db/variables.js'
 import { redactor, type Redactor } from '../text.js'
-import type { Signals } from '../signals.js'
 import { BULK_OPTIONS, BULK_USAGE, bulkCommand } from './bulk.js'
-import { parseCommand, UsageError, type Io } from './usage.js'
+import { parseCommand, UsageError, type EventsContext, type Io } from './usage.js'
 import { wake } from './wake.js'
 
 export const EVENTS_USAGE = `  events failed|processing|due <project> [--limit N]
@@ -29,8 +27,8 @@ export const SHOWN_TEXT_CHARS = 4_096
 /** Log entries `events show` prints (the latest); maxAttempts may allow a thousand. */
 export const SHOWN_LOG_ENTRIES = 20
 
-/** What the event commands need: the database, and the signal queue when one is configured. */
-export type EventsContext = { pool: pg.Pool; signals: () => Signals | undefined }
+// Defined beside Io, so bulk.ts and targets.ts need not import this file (which imports bulk.ts).
+export type { EventsContext } from './usage.js'
 
 /** `actions events …`: the operator's view of the queue. */
 export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {

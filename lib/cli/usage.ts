@@ -1,4 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import type pg from 'pg'
+import type { Signals } from '../signals.js'
 
 /** A mistake in the command line: printed with the usage text, exit code 2. */
 export class UsageError extends Error {
@@ -7,6 +9,9 @@ export class UsageError extends Error {
 
 /** Where a command writes: stdout lines and stderr lines. */
 export type Io = { out: (s: string) => void; err: (s: string) => void }
+
+/** What the event commands need: the database, and the signal queue when one is configured. */
+export type EventsContext = { pool: pg.Pool; signals: () => Signals | undefined }
 
 /**
  * Parses one command's arguments with `node:util` parseArgs, strictly: an unknown flag or a flag

@@ -1,7 +1,8 @@
 import type { Queryable } from './pool.js'
 
 /**
- * The one spelling of "due" (DESIGN.md §2) for every statement that asks for due events. Keep the text
+ * The one spelling of "due" (waiting, retrying, or claimed with its lease run out, and its time come)
+ * for every statement that asks for due events. Keep the text
  * as it is: the partial index actions_event_due_idx (infra/migrations/001_init.sql) is defined on
  * these states, and the planner matches the predicate to it by its text.
  */

@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import type { Dispatcher } from 'undici'
+import { errorCode } from '../errors.js'
 import type { ClaimedEvent } from '../events.js'
 import type { Logger } from '../log.js'
 import type { WebhookTarget } from '../schema/actions.js'
@@ -26,9 +27,10 @@ export type Address =
 
 /**
  * Substitutes the project's variables into a target's URL and headers. A drain does it once per
- * target, not per batch; the result holds secrets and is never logged.
+ * target, not per batch, and passes the one `redact` it built for all its targets (the same variables
+ * make the same pattern); the result holds secrets and is never logged.
  */
-export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<string, string>): Address {
+export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<string, string>, redact: Redactor = redactor(variables.values())): Address {
   let url: URL
   let headers: Record<string, string>
   try {
@@ -42,7 +44,7 @@ export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<stri
   if (!signing.ok) return { ok: false, error: signing.error }
   // Split once here, as undici's request(url) would split it on every request (the fragment is not sent).
   const path = url.search ? `${url.pathname}${url.search}` : url.pathname
-  return { ok: true, url, origin: url.origin, path, headers, redact: redactor(variables.values()), ...(signing.keys ? { signingKeys: signing.keys } : {}) }
+  return { ok: true, url, origin: url.origin, path, headers, redact, ...(signing.keys ? { signingKeys: signing.keys } : {}) }
 }
 
 /**
@@ -170,10 +172,6 @@ function networkError(e: unknown): string {
     case 'UND_ERR_HEADERS_TIMEOUT': case 'UND_ERR_BODY_TIMEOUT': case 'UND_ERR_CONNECT_TIMEOUT': return 'Timeout'
     default: return code ? `Network error (${code})` : 'Network error'
   }
-}
-
-function errorCode(e: unknown): string | undefined {
-  return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : undefined
 }
 
 // The standard reason phrase, for a status line that carries none (HTTP/2 never does).

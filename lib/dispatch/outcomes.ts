@@ -4,6 +4,7 @@ import { deliver } from '../delivery/webhook.js'
 import type { Deps } from '../deps.js'
 import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
+import { excerpt } from '../text.js'
 import type { Claimed } from './claims.js'
 
 /** What a drain did to its events, counted as their outcomes are recorded. */
@@ -68,7 +69,8 @@ export function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, 
       log.error('Action event failed permanently, no attempts left', {
         eventId: row.id, target: row.target, trigger: row.trigger, attempts: row.num_retries,
         code: outcome && !outcome.ok ? outcome.code : undefined,
-        errorMessage: outcome && !outcome.ok ? outcome.errorMessage : undefined,
+        // Receiver text (a reason phrase, `failures[].error`), already redacted: a log line quotes an excerpt only.
+        errorMessage: outcome && !outcome.ok ? excerpt(outcome.errorMessage) : undefined,
       })
     }
   }

@@ -4,6 +4,7 @@ import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { targetProblems } from '../schema/limits.js'
+import { redactor } from '../text.js'
 
 /**
  * A target as one drain runs it, resolved once at the drain's start: every option with its default
@@ -39,6 +40,8 @@ type ResolveInput = {
  */
 export function resolveTargets({ targets, variables, config, remainingMs, log, metrics }: ResolveInput): Map<string, ResolvedTarget> {
   const out = new Map<string, ResolvedTarget>()
+  // One pattern over every variable value, shared by the targets: building it per target repeats the work.
+  const redact = redactor(variables.values())
   for (const target of targets) {
     const timeoutMs = target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
     const problems = targetProblems(target, { maxTimeoutMs: config.MAX_TARGET_TIMEOUT_MS })
@@ -54,7 +57,7 @@ export function resolveTargets({ targets, variables, config, remainingMs, log, m
       name: target.name,
       target,
       // A broken target is never delivered to, so its address is not worth resolving.
-      address: heldBack === 'broken' ? { ok: false, error: 'Target held back' } : addressTarget(target, variables),
+      address: heldBack === 'broken' ? { ok: false, error: 'Target held back' } : addressTarget(target, variables, redact),
       timeoutMs,
       leaseMs: timeoutMs + config.LEASE_MARGIN_MS,
       batchSize: target.batchSize ?? TARGET_DEFAULTS.batchSize,

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { UNRECORDABLE } from '../../lib/dispatch/recorder.js'
 import { setVariables } from '../../lib/db/variables.js'
-import { STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../../lib/text.js'
+import { LOGGED_EXCERPT_BYTES, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../../lib/text.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { startReceiver, type Receiver, type ReceivedRequest } from '../helpers/receiver.js'
 import { testEnv, type TestEnv } from '../helpers/runtime.js'
@@ -104,12 +104,12 @@ describe('hostile receivers', () => {
     for (const row of rows.slice(1)) expect(row).toMatchObject({ state: 'succeed', num_retries: 1 })
   })
 
-  it('keeps 1 KiB of a 900 KB error, in the event log and in the failure log line', async () => {
+  it('keeps 1 KiB of a 900 KB error in the event log, and a 200-byte excerpt in the failure log line', async () => {
     const { rows, logs } = await drainAgainst(failFirstWith(JSON.stringify('E'.repeat(900_000))), { maxAttempts: 1 })
     expect(rows[0]).toMatchObject({ state: 'failed', num_retries: 1 })
     expect(rows[0]?.log[0]?.errorMessage).toBe('E'.repeat(STORED_ERROR_BYTES))
     const failedLine = logs.map(l => JSON.parse(l)).find(l => l.msg === 'Action event failed permanently, no attempts left')
-    expect(failedLine?.errorMessage).toBe('E'.repeat(STORED_ERROR_BYTES))
+    expect(failedLine?.errorMessage).toBe('E'.repeat(LOGGED_EXCERPT_BYTES))
   })
 
   it('keeps 4 KiB of a huge error page', async () => {

@@ -1,5 +1,3 @@
-import { createServer, type Server, type Socket } from 'node:net'
-import type { AddressInfo } from 'node:net'
 import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'
@@ -9,6 +7,7 @@ import { loadConfig } from '../../lib/config.js'
 import { closeDeps, createDeps, createSqsClient, type Deps } from '../../lib/deps.js'
 import { freshDatabase } from '../helpers/db.js'
 import { schemaFor } from '../helpers/events.js'
+import { startSilentServer } from '../helpers/net.js'
 import { createContext } from '../helpers/lambda.js'
 import { parseSamples } from '../helpers/prom.js'
 import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from '../helpers/pushgateway.js'
@@ -25,28 +24,6 @@ const MAX_ATTEMPTS = 2
 const SEND_BOUND_MS = MAX_ATTEMPTS * REQUEST_TIMEOUT_MS + 1_000
 /** Slack for the work around the send (database, Pushgateway) on a busy 2-core machine. */
 const SLACK_MS = 5_000
-
-/** A TCP server that accepts every connection and never sends a byte. */
-async function startSilentServer(): Promise<{ url: string; accepted: () => number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>()
-  let accepted = 0
-  const server: Server = createServer(socket => {
-    accepted++
-    sockets.add(socket)
-    socket.on('error', () => {})
-    socket.on('close', () => sockets.delete(socket))
-  })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    accepted: () => accepted,
-    close: async () => {
-      for (const s of sockets) s.destroy()
-      await new Promise<void>(resolve => server.close(() => resolve()))
-    },
-  }
-}
 
 /** Fails the test instead of hanging it when `p` does not settle within `ms`. */
 async function within<T>(what: string, ms: number, p: Promise<T>): Promise<T> {
