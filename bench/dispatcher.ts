@@ -28,7 +28,7 @@ function main(send: (m: FromDispatcher) => void): void {
   process.on('message', (m: ToDispatcher) => {
     if (m.type === 'init') {
       const sqs = new SQSClient({ endpoint: m.sqsEndpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
-      deps = createDeps(loadConfig({ DATABASE_URL: m.databaseUrl, SIGNAL_QUEUE_URL: m.queueUrl, DISPATCH_CONCURRENCY: '8', LOG_LEVEL: 'error' }), { sqs })
+      deps = createDeps(loadConfig({ DATABASE_URL: m.databaseUrl, SIGNAL_QUEUE_URL: m.queueUrl, DISPATCH_CONCURRENCY: '8', LOG_LEVEL: 'error', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' }), { sqs })
       statements = countStatements(deps.db)
       send({ type: 'ready', id: m.id })
     } else if (m.type === 'drain') {

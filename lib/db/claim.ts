@@ -53,7 +53,7 @@ export const CLAIM_SQL = `WITH cfg AS (
     WHERE project = $1 AND ${DUE}
       AND target <> ALL($7::text[])
       -- A paused target's events wait, attempts untouched (the circuit breaker), except one probe batch.
-      AND target <> ALL(ARRAY(SELECT target FROM blocked))
+      AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.target = actions_event.target)
     ORDER BY priority DESC, visible_at
     LIMIT $5
     FOR NO KEY UPDATE SKIP LOCKED
