@@ -53,6 +53,8 @@ export const CLAIM_SQL = `WITH cfg AS (
     WHERE project = $1 AND ${DUE}
       AND target <> ALL($7::text[])
       -- A paused target's events wait, attempts untouched (the circuit breaker), except one probe batch.
+      -- An anti-join on purpose: the planner cannot estimate "target <> ALL(ARRAY(SELECT ...))", takes
+      -- it for "no row left", and scans and sorts the whole backlog instead of reading the due index.
       AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.target = actions_event.target)
     ORDER BY priority DESC, visible_at
     LIMIT $5
