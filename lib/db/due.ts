@@ -11,14 +11,19 @@ export const DUE = `state IN ('created', 'retrying', 'processing') AND visible_a
 // `held` names targets whose events wait for a schema fix: they are due but no drain will take them,
 // so they must not count as work a signal could move.
 
+/**
+ * $1 project, $2 held targets. Ordered as the due index is on purpose: with a bare LIMIT 1 the planner
+ * expects a match within the first few rows of a sequential scan, and scans every resolved event of
+ * the project before the due ones (12 ms at 100,000 resolved rows; 0.03 ms from the index).
+ */
+export const HAS_DUE_SQL = `SELECT 1 FROM actions_event
+     WHERE project = $1 AND ${DUE}
+       AND target <> ALL($2::text[])
+     ORDER BY priority DESC, visible_at LIMIT 1`
+
 /** Whether the project has an event due now (any due state), leaving out events of `held` targets. */
 export async function hasDueEvents(db: Queryable, project: string, held: readonly string[] = []): Promise<boolean> {
-  const { rows } = await db.query(
-    `SELECT 1 FROM actions_event
-     WHERE project = $1 AND ${DUE}
-       AND target <> ALL($2::text[]) LIMIT 1`,
-    [project, held],
-  )
+  const { rows } = await db.query(HAS_DUE_SQL, [project, held])
   return rows.length > 0
 }
 
