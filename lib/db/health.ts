@@ -37,8 +37,10 @@ export const CLAIM_HEALTH_CTES = `probing AS (
     UPDATE actions_target_health h
     SET probe_at = now() + coalesce(h.probe_interval_ms, ${DEFAULT_RECORD_SETTINGS.probeMs}) * interval '1 millisecond', updated_at = now()
     WHERE h.project = $1 AND h.paused_at IS NOT NULL AND h.probe_at <= now() AND h.target = ANY($2::text[])
+      -- Ordered and limited as the due index is, so it probes the index per paused target instead of
+      -- becoming a semi-join over a sequential scan of the whole table.
       AND EXISTS (SELECT 1 FROM actions_event d WHERE d.project = $1 AND d.target = h.target
-                  AND ${DUE})
+                  AND ${DUE} ORDER BY d.priority DESC, d.visible_at LIMIT 1)
     RETURNING h.target
   ),
   blocked AS (
