@@ -2,14 +2,15 @@
 // JSON.stringify of upstream's shape (`{ meta, ...payload }` with the parsed payload) gives, for any
 // payload Postgres can store, under any body template. Postgres itself writes the text, as in a claim.
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import type { ClaimedEvent } from '../../lib/events.js'
 import { eventJson, LARGE_BODY_CHARS, PayloadPathError, requestBody, requestBodyText } from '../../lib/delivery/template.js'
 import { compactJsonb } from '../../lib/delivery/jsonb.js'
 import type { WebhookTarget } from '../../lib/schema/actions.js'
 
 let db: pg.Pool
-beforeAll(() => { db = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 }) })
+// The run's Postgres (DATABASE_URL or the embedded one the harness started): only its jsonb text is used.
+beforeAll(() => { db = new pg.Pool({ connectionString: inject('pgAdminUrl'), max: 1 }) })
 afterAll(async () => { await db.end() })
 
 const PAYLOADS: Array<[string, string]> = [
