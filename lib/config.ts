@@ -41,6 +41,11 @@ export const configSchema = z.object({
   CLOUDWATCH_METRICS: bool.default(false),
   CLOUDWATCH_NAMESPACE: z.string().min(1).default('Contember/Actions'),
   DB_POOL_MAX: positiveInt(10),
+  /**
+   * Longest one Postgres statement may run (or wait for a lock) in the functions; then it fails and
+   * the invocation goes on with what it has. Every statement they send takes milliseconds.
+   */
+  DB_STATEMENT_TIMEOUT_MS: positiveInt(30_000),
   /** Batches in flight at once within one dispatch invocation. */
   DISPATCH_CONCURRENCY: positiveInt(8),
   /** Stop draining when less than (next target's timeout + this margin) remains of the invocation. */
