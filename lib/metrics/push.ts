@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import type { Registry } from 'prom-client'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
+import { excerpt, LOGGED_EXCERPT_BYTES } from '../text.js'
 import { COUNTERS_JOB, SWEEPER_JOB, type Metrics, type SweeperGauges } from './registry.js'
 
 /** A grouping-key value unique to this execution environment: Lambda's log stream name, else host, pid and a nonce. */
@@ -38,8 +39,32 @@ export async function pushRegistry(baseUrl: string, registry: Registry, labels: 
   }
   if (!res.ok) {
     // The Pushgateway's answer names the offending metric, which helps and holds no secret.
-    throw new PushError(`Pushgateway answered ${res.status}: ${(await res.text()).slice(0, 300)}`)
+    throw new PushError(`Pushgateway answered ${res.status}: ${await head(res)}`)
   }
+}
+
+/**
+ * The start of an error answer, cleaned for a log line: at most a log excerpt's bytes are read, the
+ * rest of the body is cancelled unread, so an endpoint answering with a huge page costs nothing more.
+ */
+async function head(res: Response): Promise<string> {
+  const reader = res.body?.getReader()
+  if (!reader) return ''
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    while (size < LOGGED_EXCERPT_BYTES) {
+      const { done, value } = await reader.read()
+      if (done) break
+      chunks.push(value)
+      size += value.length
+    }
+  } catch {
+    // An answer that breaks off is still described by what arrived.
+  } finally {
+    await reader.cancel().catch(() => {})
+  }
+  return excerpt(Buffer.concat(chunks).toString('utf8'))
 }
 
 /** Deletes one group (the sweeper's stale-group cleanup). */
