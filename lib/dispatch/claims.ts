@@ -235,7 +235,13 @@ export class ClaimQueue {
       waiting, budgetBytes: this.bytes.left(), atLeastOne: this.bytes.held() === 0,
     })
     this.input.onUnknownTarget(claimed.unknownTarget)
-    this.enqueue(claimed, ready)
+    const strays = this.enqueue(claimed, ready)
+    // A claim asks only for offered targets, so there are none; if there were, their events must not
+    // sit in processing until their leases end.
+    if (strays.length > 0) {
+      await releaseClaims(this.input.db, strays.flatMap(b => b.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+      this.changed()
+    }
     // A target at its cap, or a claim cut at `want`, may hide more due events behind it.
     const full = claimed.batches.length >= want || offered.some(t => claimed.batches.filter(b => b.target === t.name).length >= t.maxBatches)
     // Otherwise a target that got fewer batches than it could take has nothing more due now.
@@ -248,16 +254,22 @@ export class ClaimQueue {
     this.exhausted = !full && claimed.unknownTarget.length === 0 && this.changes === changesBefore
   }
 
-  private enqueue(claimed: ClaimResult, ready: readonly ResolvedTarget[]): void {
+  /** Queues the claimed batches; returns those of a target not offered, which the claim must hand back. */
+  private enqueue(claimed: ClaimResult, ready: readonly ResolvedTarget[]): ClaimedBatch[] {
     const claimedAt = performance.now()
-    this.bytes.claimed(claimed.batches)
+    const strays: ClaimedBatch[] = []
+    const kept: Claimed[] = []
     for (const batch of claimed.batches) {
       const target = ready.find(t => t.name === batch.target)
-      if (!target) continue
-      this.count(this.held, target.name, 1)
-      this.queue.push({ batch, target, claimedAt })
+      if (target) kept.push({ batch, target, claimedAt })
+      else strays.push(batch)
     }
+    this.bytes.claimed(kept.map(c => c.batch))
+    for (const c of kept) this.count(this.held, c.target.name, 1)
+    this.queue.push(...kept)
+    return strays
   }
+
 }
 
 /** Payload bytes held in claimed events (queued and in flight) against DISPATCH_MAX_CLAIMED_BYTES. */
