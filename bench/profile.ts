@@ -18,6 +18,7 @@ import { now } from './clock.js'
 import { createCpuMeter } from './cpu.js'
 import { startPostgres } from './postgres.js'
 import { startReceiverProcess } from './receiverProcess.js'
+import { onEveryQuery } from './statements.js'
 import { percentile } from './stats.js'
 
 const batchSize = Number(process.argv[2] ?? 1)
@@ -164,36 +165,26 @@ async function startProfiler(): Promise<(() => Promise<CpuProfile>) | undefined>
 
 /** Times every statement sent through the pool, classified by its text. */
 function instrument(pool: pg.Pool, out: Timing[]): void {
-  const patched = new WeakSet<object>()
-  pool.on('acquire', client => {
-    if (patched.has(client)) return
-    patched.add(client)
-    const original: unknown = Reflect.get(client, 'query')
-    if (typeof original !== 'function') return
-    Object.defineProperty(client, 'query', {
-      configurable: true,
-      value: (...args: unknown[]): unknown => {
-        // Prepared statements come as a config object ({ name, text, values }), plain ones as text.
-        const first = args[0]
-        const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first && typeof first.text === 'string' ? first.text : ''
-        const start = now()
-        const done = (r: unknown) => {
-          const rows = typeof r === 'object' && r !== null && 'rowCount' in r && typeof r.rowCount === 'number' ? r.rowCount : 0
-          out.push({ kind: classify(text), start, ms: now() - start, rows })
-        }
-        // pool.query passes a callback (and gets no promise back); a checked-out client's callers await the promise.
-        const last = args[args.length - 1]
-        if (typeof last === 'function') {
-          args[args.length - 1] = (err: unknown, r: unknown) => {
-            done(r)
-            Reflect.apply(last, undefined, [err, r])
-          }
-        }
-        const result: unknown = Reflect.apply(original, client, args)
-        if (result instanceof Promise) void result.then(done, () => {})
-        return result
-      },
-    })
+  onEveryQuery(pool, (query, args) => {
+    // Prepared statements come as a config object ({ name, text, values }), plain ones as text.
+    const first = args[0]
+    const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first && typeof first.text === 'string' ? first.text : ''
+    const start = now()
+    const done = (r: unknown) => {
+      const rows = typeof r === 'object' && r !== null && 'rowCount' in r && typeof r.rowCount === 'number' ? r.rowCount : 0
+      out.push({ kind: classify(text), start, ms: now() - start, rows })
+    }
+    // pool.query passes a callback (and gets no promise back); a checked-out client's callers await the promise.
+    const last = args[args.length - 1]
+    if (typeof last === 'function') {
+      args[args.length - 1] = (err: unknown, r: unknown) => {
+        done(r)
+        Reflect.apply(last, undefined, [err, r])
+      }
+    }
+    const result = query(...args)
+    if (result instanceof Promise) void result.then(done, () => {})
+    return result
   })
 }
 
