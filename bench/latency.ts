@@ -65,6 +65,8 @@ export async function measureLatency(actions: ActionsBench, producer: ProducerPr
     invoke: handler, context: () => lambdaContext('bench-dispatch', opts.source.timeoutMs), log: quietLog,
   })
 
+  // Enqueue has its own pool in the producer: what is counted here is the dispatch side's statements.
+  actions.statements.reset()
   const cpuStart = await ctx.cpu.start()
   const started = now()
   let load: Load | undefined
@@ -79,6 +81,7 @@ export async function measureLatency(actions: ActionsBench, producer: ProducerPr
     note = error instanceof DeadlineError ? error.message : String(error)
   }
   const cpu = await ctx.cpu.stop(cpuStart)
+  const statements = actions.statements.count()
   await poller.stop()
   pollerClient.destroy()
   signalClient.destroy()
@@ -92,6 +95,7 @@ export async function measureLatency(actions: ActionsBench, producer: ProducerPr
     delivered: counts.delivered,
     duplicates: counts.duplicates,
     allDelivered: counts.delivered === events && note === undefined,
+    statementsPerEvent: statements / events,
     cpu,
     rate: opts.rate,
     p50: percentile(latencies, 0.5),
