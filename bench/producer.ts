@@ -50,13 +50,14 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
         // Bounded like the enqueue Lambda's client (lib/deps.ts), pointed at this process's emulator.
         sqs = createSqsClient(config, { endpoint, credentials: CREDENTIALS })
         deps = createDeps(config, { sqs })
-        await warmPool(deps, config.DB_POOL_MAX)
         return { type: 'ready', id: m.id }
       }
       case 'queue':
         return { type: 'queue', id: m.id, queueUrl: fauxqs.createQueue(m.name).queueUrl }
       case 'load': {
         if (!deps || !sqs) throw new Error('the producer was not initialised')
+        // The pool drops idle connections after 30 s, and a full bench reaches these rows minutes after init.
+        await warmPool(deps, deps.config.DB_POOL_MAX)
         // Each run's signals go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
         const load = await pacedLoad({ ...deps, signals: createSignals(sqs, m.queueUrl) }, m)
         return { type: 'loaded', id: m.id, load }
@@ -101,7 +102,7 @@ async function pacedLoad(deps: Deps, opts: { project: string; requests: number; 
   return { t0, enqueueErrors }
 }
 
-/** Opens the pool's connections before the first run, as a warm enqueue environment has them. */
+/** Opens the pool's connections before a run, as warm enqueue environments have them. */
 async function warmPool(deps: Deps, size: number): Promise<void> {
   const clients = await Promise.all(Array.from({ length: size }, () => deps.db.connect()))
   for (const c of clients) c.release()
