@@ -46,6 +46,7 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
   const handle = async (m: ToProducer): Promise<FromProducer> => {
     switch (m.type) {
       case 'init': {
+        // The queue URL is a placeholder: each load sends its signals to the queue of its run.
         const config = loadConfig({ DATABASE_URL: m.databaseUrl, SIGNAL_QUEUE_URL: `${endpoint}/000000000000/unused`, LOG_LEVEL: 'error', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' })
         // Bounded like the enqueue Lambda's client (lib/deps.ts), pointed at this process's emulator.
         sqs = createSqsClient(config, { endpoint, credentials: CREDENTIALS })
