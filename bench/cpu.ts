@@ -3,27 +3,33 @@ import type pg from 'pg'
 
 /**
  * CPU used during one measured section, as a share of one core (100 = one core busy throughout);
- * `bench` includes the dispatch child processes of the scale-out rows. `postgresMs` is Postgres' CPU
- * time in ms, unrounded, for CPU per event.
+ * `bench` includes the dispatch child processes of the scale-out rows; `producer` is the latency rows'
+ * load generator and SQS emulator (bench/producer.ts), 0 while it idles or when it is not running.
+ * `postgresMs` is Postgres' CPU time in ms, unrounded, for CPU per event.
  */
-export type CpuShare = { bench: number; receiver: number; postgres: number; machine: number; postgresMs: number }
+export type CpuShare = { bench: number; receiver: number; producer: number; postgres: number; machine: number; postgresMs: number }
 
-type Snapshot = { at: number; benchMicros: number; receiverMicros: number; pgTicks: Map<number, number>; machineBusy: number }
+type Snapshot = { at: number; benchMicros: number; receiverMicros: number; producerMicros: number; pgTicks: Map<number, number>; machineBusy: number }
+
+/** CPU time so far of the bench's other processes, microseconds: the dispatch children (billed to the bench) and the producer. */
+export type OtherProcesses = { childMicros?: () => Promise<number>; producerMicros?: () => Promise<number> }
 
 // Linux reports per-process CPU in clock ticks; USER_HZ is 100 on every mainstream distribution.
 const TICK_MS = 10
 
 /**
- * Where the CPU goes while a contender runs: this process, the receiver process, the Postgres processes
- * serving the contender's database (plus the server's background processes), and the whole machine, so
- * that load from anything else on the box shows as the difference. Reads /proc; on other systems the
- * Postgres and machine shares are reported as 0.
+ * Where the CPU goes while a contender runs: this process, the receiver process, the producer process,
+ * the Postgres processes serving the contender's database (plus the server's background processes), and
+ * the whole machine, so that load from anything else on the box shows as the difference. Reads /proc;
+ * on other systems the Postgres and machine shares are reported as 0.
  */
-export function createCpuMeter(admin: pg.Client, database: string, receiverMicros: () => Promise<number>, childMicros: () => Promise<number> = async () => 0) {
+export function createCpuMeter(admin: pg.Client, database: string, receiverMicros: () => Promise<number>, others: OtherProcesses = {}) {
+  const none = async () => 0
+  const { childMicros = none, producerMicros = none } = others
   const snapshot = async (): Promise<Snapshot> => {
     const usage = process.cpuUsage()
-    const [receiver, children, pgTicks, machineBusy] = await Promise.all([receiverMicros(), childMicros(), postgresTicks(), machineBusyTicks()])
-    return { at: performance.now(), benchMicros: usage.user + usage.system + children, receiverMicros: receiver, pgTicks, machineBusy }
+    const [receiver, children, producer, pgTicks, machineBusy] = await Promise.all([receiverMicros(), childMicros(), producerMicros(), postgresTicks(), machineBusyTicks()])
+    return { at: performance.now(), benchMicros: usage.user + usage.system + children, receiverMicros: receiver, producerMicros: producer, pgTicks, machineBusy }
   }
   return {
     start: snapshot,
@@ -40,6 +46,7 @@ export function createCpuMeter(admin: pg.Client, database: string, receiverMicro
       return {
         bench: share((end.benchMicros - start.benchMicros) / 1000),
         receiver: share((end.receiverMicros - start.receiverMicros) / 1000),
+        producer: share((end.producerMicros - start.producerMicros) / 1000),
         postgres: share(pgTicksUsed * TICK_MS),
         machine: share((end.machineBusy - start.machineBusy) * TICK_MS),
         postgresMs: pgTicksUsed * TICK_MS,

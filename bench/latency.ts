@@ -1,15 +1,13 @@
 import { SQSClient, type Message } from '@aws-sdk/client-sqs'
-import type { FauxqsServer } from 'fauxqs'
 import { createHandler } from '../functions/dispatch.js'
-import { enqueue } from '../lib/enqueue.js'
 import type { Logger } from '../lib/log.js'
 import { createSignals } from '../lib/signals.js'
 import { lambdaContext } from '../local/lambda.js'
 import { startPoller } from '../local/poller.js'
-import { project, request, type ActionsBench } from './actions.js'
+import { project, type ActionsBench } from './actions.js'
 import { now } from './clock.js'
 import type { EventSource } from './deployment.js'
-import { articlePayload } from './jobs.js'
+import type { Load, ProducerProcess } from './producerProcess.js'
 import { DeadlineError } from './receiverProcess.js'
 import { percentile } from './stats.js'
 import type { RunResult, TimedContext } from './timed.js'
@@ -26,25 +24,28 @@ export type LatencyOptions = {
   source: EventSource
 }
 
-/** How often a batching window looks for more signals while it is open (short polls): fine against a 1 s window, and few enough receives (4 pollers × 20/s) that the emulator, which runs in the bench process, does not eat the handler's CPU. */
+/** How often a batching window looks for more signals while it is open (short polls): fine against a 1 s window, and few enough receives (4 pollers × 20/s) that they do not load the emulator (in the producer process) or this process's handler. */
 const WINDOW_POLL_MS = 50
 
 let queues = 0
 
 /**
- * Enqueue-to-delivery latency at a steady rate, through the deployed path: `enqueue` sends a signal per
- * request to the SQS emulator; the local stack's poller (local/poller.ts) feeds them to the dispatch
- * handler (functions/dispatch.ts) as the Lambda event source does, with the deployment's batch size,
- * concurrency and batching window. Each event carries its enqueue time in `values.t`; the receiver
- * subtracts it from the arrival time.
+ * Enqueue-to-delivery latency at a steady rate, through the deployed path. The producer process
+ * (bench/producer.ts) plays the enqueue Lambda and SQS: it runs `enqueue` at the offered rate with its
+ * own pool, each request sending a signal to its fauxqs emulator. This process plays the dispatch side
+ * only: the local stack's poller (local/poller.ts) receives from the producer's emulator and feeds the
+ * dispatch handler (functions/dispatch.ts) as the Lambda event source does, with the deployment's batch
+ * size, concurrency and batching window. Each event carries its enqueue time in `values.t`; the
+ * receiver subtracts it from the arrival time (both on bench/clock.ts's epoch clock).
  */
-export async function measureLatency(actions: ActionsBench, server: FauxqsServer, ctx: TimedContext, opts: LatencyOptions): Promise<LatencyResult> {
+export async function measureLatency(actions: ActionsBench, producer: ProducerProcess, ctx: TimedContext, opts: LatencyOptions): Promise<LatencyResult> {
   await actions.truncate()
-  const { queueUrl } = server.createQueue(`bench-latency-${++queues}`)
-  const endpoint = `http://127.0.0.1:${server.port}`
-  const credentials = { accessKeyId: 'test', secretAccessKey: 'test' }
+  const name = `bench-latency-${++queues}`
   // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
-  const signalClient = new SQSClient({ endpoint, region: 'us-east-1', credentials })
+  const queueUrl = await producer.createQueue(name)
+  const credentials = { accessKeyId: 'test', secretAccessKey: 'test' }
+  // The handler's own signals (a drain's continuation) go to the same queue, as in the deployment.
+  const signalClient = new SQSClient({ endpoint: producer.endpoint, region: 'us-east-1', credentials })
   const deps = { ...actions.deps, signals: createSignals(signalClient, queueUrl) }
   const handler = createHandler(() => deps)
   const requests = Math.max(1, Math.round((opts.rate * opts.seconds) / opts.perRequest))
@@ -53,53 +54,48 @@ export async function measureLatency(actions: ActionsBench, server: FauxqsServer
   await ctx.receiver.reset(events)
 
   // The poller's client gathers like the event source: its receives wait out the batching window.
-  const pollerClient = new SQSClient({ endpoint, region: 'us-east-1', credentials })
+  const pollerClient = new SQSClient({ endpoint: producer.endpoint, region: 'us-east-1', credentials })
   withBatchingWindow(pollerClient, opts.source.batchSize, opts.source.batchingWindowMs)
   let pollerProblems = 0
   // The poller's warnings (a failed receive, a crashed invocation) are counted into the run's note.
   const quietLog: Logger = { debug: () => {}, info: () => {}, warn: () => { pollerProblems++ }, error: () => { pollerProblems++ }, emit: () => {}, child: () => quietLog }
   const poller = startPoller({
-    sqs: pollerClient, queueUrl, queueArn: `arn:aws:sqs:us-east-1:000000000000:bench-latency-${queues}`,
+    sqs: pollerClient, queueUrl, queueArn: `arn:aws:sqs:us-east-1:000000000000:${name}`,
     batchSize: opts.source.batchSize, concurrency: opts.source.maximumConcurrency, timeoutMs: opts.source.timeoutMs,
     invoke: handler, context: () => lambdaContext('bench-dispatch', opts.source.timeoutMs), log: quietLog,
   })
 
+  // Enqueue has its own pool in the producer: what is counted here is the dispatch side's statements.
+  actions.statements.reset()
   const cpuStart = await ctx.cpu.start()
-  const t0 = now()
-  const pending = new Set<Promise<unknown>>()
-  let enqueueErrors = 0
-  for (let r = 0; r < requests; r++) {
-    // Paced against the start, not the previous request, so a slow request does not lower the rate.
-    const wait = t0 + r * intervalMs - now()
-    if (wait > 0) await new Promise(resolve => setTimeout(resolve, wait))
-    const t = now()
-    const payloads = Array.from({ length: opts.perRequest }, (_, j) => articlePayload(r * opts.perRequest + j, t))
-    const p = enqueue(deps, request(project(1), payloads)).catch(() => { enqueueErrors++ })
-    pending.add(p)
-    void p.finally(() => pending.delete(p))
-  }
-  await Promise.all(pending)
+  const started = now()
+  let load: Load | undefined
   let note: string | undefined
   let end: number
   try {
+    // The load itself takes `seconds`; what is still in flight after it is bounded like a delivery run.
+    load = await producer.load({ queueUrl, project: project(1), requests, perRequest: opts.perRequest, intervalMs }, opts.seconds * 1000 + ctx.deadlineMs)
     end = await ctx.receiver.whenComplete(ctx.deadlineMs)
   } catch (error) {
     end = now()
     note = error instanceof DeadlineError ? error.message : String(error)
   }
   const cpu = await ctx.cpu.stop(cpuStart)
+  const statements = actions.statements.count()
   await poller.stop()
   pollerClient.destroy()
   signalClient.destroy()
   const counts = await ctx.receiver.counts({ latencies: true })
   const latencies = (counts.latencies ?? []).sort((a, b) => a - b)
+  const enqueueErrors = load?.enqueueErrors ?? 0
   if (enqueueErrors || pollerProblems) note = [note, `${enqueueErrors} enqueue errors, ${pollerProblems} poller warnings`].filter(Boolean).join('; ')
   return {
     events,
-    seconds: (end - t0) / 1000,
+    seconds: (end - (load?.t0 ?? started)) / 1000,
     delivered: counts.delivered,
     duplicates: counts.duplicates,
     allDelivered: counts.delivered === events && note === undefined,
+    statementsPerEvent: statements / events,
     cpu,
     rate: opts.rate,
     p50: percentile(latencies, 0.5),

@@ -80,12 +80,14 @@ export function report({ scenarios, results, header }: Report): string {
     ? table(['contender', 'scenario', 'events/s', 'p50 ms (median)', 'p99 ms (median)', 'p99 ms (worst round)', 'max ms'], latencyRows)
     : ''
 
+  // Only the latency rows run a producer (their load and SQS emulator, bench/producer.ts).
   const cpu = table(
-    ['scenario', 'bench + dispatchers', 'receiver', 'postgres', 'pg CPU ms / 1,000 events', 'whole machine'],
+    ['scenario', 'bench + dispatchers', 'receiver', 'producer', 'postgres', 'pg CPU ms / 1,000 events', 'whole machine'],
     scenarios.map(s => {
       const r = medianRun(s.key)
-      return [`${s.contender}: ${s.scenario}`, ...(r ? [r.cpu.bench, r.cpu.receiver, r.cpu.postgres].map(v => `${v}%`) : ['-', '-', '-']),
-        dec(pgPerThousand(r), 0), r ? `${r.cpu.machine}%` : '-']
+      const pct = (v: number | undefined) => (r && v !== undefined ? `${v}%` : '-')
+      return [`${s.contender}: ${s.scenario}`, pct(r?.cpu.bench), pct(r?.cpu.receiver), pct(s.kind === 'latency' ? r?.cpu.producer : undefined), pct(r?.cpu.postgres),
+        dec(pgPerThousand(r), 0), pct(r?.cpu.machine)]
     }),
   )
 

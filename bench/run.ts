@@ -20,6 +20,7 @@ import { measureLatency, type LatencyResult } from './latency.js'
 import { benchOptions } from './options.js'
 import { pgbossModes, setupPgBoss } from './pgboss.js'
 import { startPostgres } from './postgres.js'
+import { startProducerProcess, type ProducerProcess } from './producerProcess.js'
 import { startReceiverProcess } from './receiverProcess.js'
 import { report, type Scenario } from './report.js'
 import { setupScale, type ScaleBench } from './scale.js'
@@ -47,6 +48,8 @@ async function main(): Promise<void> {
     cleanups.push(() => server.close())
     const receiver = await startReceiverProcess()
     cleanups.push(() => receiver.stop())
+    // The delivery, scale-out and enqueue rows' signals go to an emulator in this process; the latency
+    // rows bring their own, in the producer process (bench/producer.ts), with their load.
     const fauxqs = await startFauxqs({ port: 0, logger: false })
     cleanups.push(() => fauxqs.stop())
     const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`
@@ -61,10 +64,14 @@ async function main(): Promise<void> {
     log(`Postgres ${server.version} (${server.source}), receiver ${receiver.url}, N=${opts.n}, rounds=${opts.rounds}${opts.quick ? ' (quick)' : ''}`)
 
     let scale: ScaleBench | undefined
+    let producer: ProducerProcess | undefined
     const ctxFor = (database: string): TimedContext => ({
       receiver,
-      // The scale-out rows' dispatch processes count as the bench's CPU (0 while they idle).
-      cpu: createCpuMeter(admin, database, async () => (await receiver.counts()).cpuMicros, async () => (scale ? scale.cpuMicros() : 0)),
+      // The scale-out rows' dispatch processes count as the bench's CPU, the producer on its own (0 while they idle).
+      cpu: createCpuMeter(admin, database, async () => (await receiver.counts()).cpuMicros, {
+        childMicros: async () => (scale ? scale.cpuMicros() : 0),
+        producerMicros: async () => (producer ? producer.cpuMicros() : 0),
+      }),
       deadlineMs: opts.deadlineMs,
     })
     const db = { actions: 'bench_actions', graphile: 'bench_graphile', pgboss: 'bench_pgboss' }
@@ -108,12 +115,20 @@ async function main(): Promise<void> {
       }
     }
     all.push({ key: 'enqueue', contender: 'Actions', scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`, kind: 'enqueue', run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY) })
-    for (const rate of opts.latencyRates) {
-      all.push({
-        key: `latency-${rate}`, contender: 'Actions', kind: 'latency', rate,
-        scenario: `latency, ${rate}/s for ${opts.latencySeconds} s via dispatch handler, ${source.batchingWindowMs} ms batching window`,
-        run: () => measureLatency(actions, fauxqs, ctxFor(db.actions), { rate, seconds: opts.latencySeconds, perRequest: LATENCY_PER_REQUEST, source }),
-      })
+    if (wants('latency')) {
+      // The latency rows' load and SQS emulator run in a process of their own, as enqueue and SQS do in
+      // the deployment; this process keeps the poller and the dispatch handler.
+      const started = await startProducerProcess()
+      producer = started
+      cleanups.push(() => started.stop())
+      await started.init(actionsUrl)
+      for (const rate of opts.latencyRates) {
+        all.push({
+          key: `latency-${rate}`, contender: 'Actions', kind: 'latency', rate,
+          scenario: `latency, ${rate}/s for ${opts.latencySeconds} s via dispatch handler, ${source.batchingWindowMs} ms batching window`,
+          run: () => measureLatency(actions, started, ctxFor(db.actions), { rate, seconds: opts.latencySeconds, perRequest: LATENCY_PER_REQUEST, source }),
+        })
+      }
     }
     const scenarios = all.filter(s => !opts.only || opts.only.has(s.key))
     if (scenarios.length === 0 && !opts.only?.has('signing')) throw new Error(`--only selected no scenario; keys: ${all.map(s => s.key).join(', ')}`)
@@ -132,7 +147,7 @@ async function main(): Promise<void> {
         log(`round ${round} ${s.key}: ${r.delivered}/${r.events} in ${r.seconds.toFixed(2)} s = ${Math.round(r.delivered / r.seconds)}/s` +
           `${r.statementsPerEvent !== undefined ? `, ${r.statementsPerEvent.toFixed(3)} stmts/event` : ''}` +
           `${'p99' in r ? `, p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms` : ''}` +
-          `, cpu bench ${r.cpu.bench}% receiver ${r.cpu.receiver}% pg ${r.cpu.postgres}% machine ${r.cpu.machine}%${r.note ? ` (${r.note})` : ''}`)
+          `, cpu bench ${r.cpu.bench}% receiver ${r.cpu.receiver}%${producer ? ` producer ${r.cpu.producer}%` : ''} pg ${r.cpu.postgres}% machine ${r.cpu.machine}%${r.note ? ` (${r.note})` : ''}`)
       }
     }
 
