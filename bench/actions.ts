@@ -29,6 +29,11 @@ export type ActionsBench = {
   storeProject(projectName: string, batchSize: number): Promise<void>
   /** Empties the event table (through a pool of its own, so nothing of it is counted). */
   truncate(): Promise<void>
+  /**
+   * Writes `n` delivered (succeed) events of a project straight into the table and analyzes it: the
+   * history a running deployment holds under its retention, so the planner sees a table of that size.
+   */
+  seedHistory(projectName: string, n: number): Promise<void>
   /** Counts events of a project by state (uncounted pool). */
   countByState(projectName: string, state: string): Promise<number>
   /** Pre-enqueues `n` events through the real `enqueue`, in large requests; not timed. */
@@ -56,6 +61,14 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
   for (const batchSize of BATCH_SIZES) await storeProject(project(batchSize), batchSize)
 
   const truncate = async () => { await check.query('TRUNCATE actions_event') }
+  const seedHistory = async (projectName: string, n: number) => {
+    await check.query(
+      `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, last_state_change)
+       SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, 'hook', $2, jsonb_build_object('operation', 'create', 'entity', 'Article', 'id', i),
+              'succeed', now(), now()
+       FROM generate_series(1, $3::int) AS i`, [projectName, TRIGGER, n])
+    await check.query('VACUUM ANALYZE actions_event')
+  }
   const countByState = async (projectName: string, state: string) => {
     const { rows } = await check.query<{ n: number }>('SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = $2', [projectName, state])
     return rows[0]?.n ?? 0
@@ -70,7 +83,7 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
   }
 
   return {
-    deps, config, statements, storeProject, truncate, countByState, prepare,
+    deps, config, statements, storeProject, truncate, seedHistory, countByState, prepare,
     deliver: async (batchSize, n) => {
       await truncate()
       await prepare(project(batchSize), n)

@@ -27,6 +27,13 @@ export type LatencyOptions = {
 /** How often a batching window looks for more signals while it is open (short polls): fine against a 1 s window, and few enough receives (4 pollers × 20/s) that they do not load the emulator (in the producer process) or this process's handler. */
 const WINDOW_POLL_MS = 50
 
+/**
+ * Delivered events in the table when a latency run starts: a deployment holds its retention's worth of
+ * history, and the planner sizes its cached plans by the table it sees. Started from an empty table (as
+ * nothing in production does), a record plan cached in the first second keeps scanning the whole table.
+ */
+const HISTORY_EVENTS = 100_000
+
 let queues = 0
 
 /**
@@ -40,6 +47,7 @@ let queues = 0
  */
 export async function measureLatency(actions: ActionsBench, producer: ProducerProcess, ctx: TimedContext, opts: LatencyOptions): Promise<LatencyResult> {
   await actions.truncate()
+  await actions.seedHistory(project(1), HISTORY_EVENTS)
   const name = `bench-latency-${++queues}`
   // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
   const queueUrl = await producer.createQueue(name)
