@@ -27,21 +27,38 @@ export async function hasDueEvents(db: Queryable, project: string, held: readonl
   return rows.length > 0
 }
 
+// A paused target's events wait for its probe (never, without one: an operator resumes it).
+const PAUSED = `SELECT 1 FROM actions_target_health h WHERE h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL`
+
+/**
+ * $1 project, $2 held targets. The next time a waiting event (created or retrying) of the project
+ * becomes due, in ms from now; null when none waits. First, one ordered probe of the due index: an
+ * event of a running target due now answers 0 at once (the usual case under load, when the minimum
+ * below would read every waiting event of the backlog: 3.6 ms per drain at 2,000 events/s). Only
+ * when nothing is due now is the minimum taken, over what waits (future retries, paused targets).
+ */
+export const NEXT_DUE_SQL = `SELECT CASE
+    WHEN EXISTS (
+      SELECT 1 FROM actions_event e
+      WHERE e.project = $1 AND ${DUE} AND e.state <> 'processing' AND e.target <> ALL($2::text[])
+        AND NOT EXISTS (${PAUSED})
+      ORDER BY e.priority DESC, e.visible_at LIMIT 1)
+    THEN 0::float8
+    ELSE (
+      SELECT (extract(epoch FROM min(greatest(e.visible_at, h.probe_at)) - now()) * 1000)::float8
+      FROM actions_event e
+      LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL
+      WHERE e.project = $1 AND e.state IN ('created', 'retrying') AND e.target <> ALL($2::text[])
+        AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL))
+  END AS ms`
+
 /**
  * Milliseconds until the project's next waiting event (created or retrying) becomes due, or undefined
  * when there is none; events of `held` targets are left out. Leases of events in processing are left
  * to the sweeper: their dispatcher is usually alive.
  */
 export async function msUntilNextDue(db: Queryable, project: string, held: readonly string[] = []): Promise<number | undefined> {
-  const { rows } = await db.query<{ ms: number | null }>(
-    // A paused target's events wait for its probe (never, without one: an operator resumes it).
-    `SELECT (extract(epoch FROM min(greatest(e.visible_at, h.probe_at)) - now()) * 1000)::float8 AS ms
-     FROM actions_event e
-     LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL
-     WHERE e.project = $1 AND e.state IN ('created', 'retrying') AND e.target <> ALL($2::text[])
-       AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL)`,
-    [project, held],
-  )
+  const { rows } = await db.query<{ ms: number | null }>(NEXT_DUE_SQL, [project, held])
   const ms = rows[0]?.ms
   return ms === null || ms === undefined ? undefined : Math.max(0, ms)
 }
