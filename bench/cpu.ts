@@ -4,7 +4,8 @@ import type pg from 'pg'
 /**
  * CPU used during one measured section, as a share of one core (100 = one core busy throughout);
  * `bench` includes the dispatch child processes of the scale-out rows; `producer` is the latency rows'
- * load generator and SQS emulator (bench/producer.ts), 0 while it idles or when it is not running.
+ * AWS side: load generator, SQS emulator and event source poller (bench/producer.ts), 0 while it
+ * idles or when it is not running.
  * `postgresMs` is Postgres' CPU time in ms, unrounded, for CPU per event.
  */
 export type CpuShare = { bench: number; receiver: number; producer: number; postgres: number; machine: number; postgresMs: number }

@@ -1,12 +1,13 @@
 /**
- * The latency rows' load and SQS, run in their own process (bench/producerProcess.ts forks it): the
- * paced `enqueue` loop with its own Postgres pool and SQS client, as the enqueue Lambda has, and the
- * fauxqs SQS emulator standing in for AWS's service. The bench process keeps only what the deployment
- * runs for dispatch (the event source's poller and the dispatch handler), so the load and the emulator
- * no longer take that process's CPU.
+ * The latency rows' AWS side, run in its own process (bench/producerProcess.ts forks it): the paced
+ * `enqueue` loop with its own Postgres pool and SQS client, as the enqueue Lambda has; the fauxqs SQS
+ * emulator standing in for AWS's service; and the dispatch function's event source mapping (the
+ * poller, bench/eventSource.ts), which AWS runs, not the dispatch Lambda. Each invocation is a round
+ * trip to the parent, which runs the dispatch handler and nothing else of the latency path.
  */
 import './quiet.js'
 import type { SQSClient } from '@aws-sdk/client-sqs'
+import type { SQSEvent } from 'aws-lambda'
 import { startFauxqs } from 'fauxqs'
 import { loadConfig } from '../lib/config.js'
 import { closeDeps, createDeps, createSqsClient, type Deps } from '../lib/deps.js'
@@ -14,14 +15,26 @@ import { enqueue } from '../lib/enqueue.js'
 import { createSignals } from '../lib/signals.js'
 import { request } from './actions.js'
 import { now } from './clock.js'
+import type { EventSource } from './deployment.js'
+import { startEventSource } from './eventSource.js'
 import { articlePayload } from './jobs.js'
+import { withTimeout } from './receiverProcess.js'
 
-/** Parent → producer. */
-export type ToProducer =
+/** Parent → producer: requests, each answered by a FromProducer with the same id. */
+export type ProducerRequest =
   | { type: 'init'; id: number; databaseUrl: string }
   | { type: 'queue'; id: number; name: string }
   | { type: 'load'; id: number; queueUrl: string; project: string; requests: number; perRequest: number; intervalMs: number }
   | { type: 'cpu'; id: number }
+  /** Starts the event source on `queueUrl`; its invocations name this request's id as their `poller`. */
+  | { type: 'poll'; id: number; queueUrl: string; queueArn: string; source: EventSource }
+  | { type: 'unpoll'; id: number; poller: number }
+
+/** The parent's answer to an `invoke`, with its id: the handler's result (the batch item failures) or its error. */
+export type InvokeReply = { type: 'invoked'; id: number; result: unknown } | { type: 'invokeFailed'; id: number; error: string }
+
+/** Parent → producer. */
+export type ToProducer = ProducerRequest | InvokeReply
 
 /** What one paced load did; `t0` is epoch ms (bench/clock.ts), comparable with the receiver's arrivals. */
 export type Load = { t0: number; enqueueErrors: number }
@@ -33,17 +46,39 @@ export type FromProducer =
   | { type: 'queue'; id: number; queueUrl: string }
   | { type: 'loaded'; id: number; load: Load }
   | { type: 'cpu'; id: number; micros: number }
+  | { type: 'polling'; id: number }
+  /** `problems`: the poller's warnings and errors (failed receives, failed invocations). */
+  | { type: 'unpolled'; id: number; problems: number }
   | { type: 'failed'; id: number; error: string }
+  /** Not an answer: the event source invoking the handler; the parent answers with an InvokeReply of this id. */
+  | { type: 'invoke'; id: number; poller: number; event: SQSEvent }
 
 const CREDENTIALS = { accessKeyId: 'test', secretAccessKey: 'test' }
+
+/** An invocation's answer may take the function's timeout; past it and this margin (IPC, a busy parent) it counts as failed. */
+const INVOKE_MARGIN_MS = 10_000
 
 async function main(send: (m: FromProducer) => void): Promise<void> {
   const fauxqs = await startFauxqs({ port: 0, logger: false })
   const endpoint = `http://127.0.0.1:${fauxqs.port}`
   let deps: Deps | undefined
   let sqs: SQSClient | undefined
+  const pollers = new Map<number, { stop(): Promise<number> }>()
+  let nextInvoke = 0
+  const invocations = new Map<number, (reply: InvokeReply) => void>()
 
-  const handle = async (m: ToProducer): Promise<FromProducer> => {
+  /** One invocation of the handler in the parent; rejects (a failed invocation, to the poller) on its error or past its bound. */
+  const invoke = async (poller: number, event: SQSEvent, timeoutMs: number): Promise<unknown> => {
+    const id = ++nextInvoke
+    const reply = await withTimeout(new Promise<InvokeReply>(resolve => {
+      invocations.set(id, resolve)
+      send({ type: 'invoke', id, poller, event })
+    }), timeoutMs + INVOKE_MARGIN_MS, 'the dispatch handler did not answer').finally(() => invocations.delete(id))
+    if (reply.type === 'invokeFailed') throw new Error(`the dispatch handler failed: ${reply.error}`)
+    return reply.result
+  }
+
+  const handle = async (m: ProducerRequest): Promise<FromProducer> => {
     switch (m.type) {
       case 'init': {
         // The queue URL is a placeholder: each load sends its signals to the queue of its run.
@@ -67,15 +102,32 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
         const usage = process.cpuUsage()
         return { type: 'cpu', id: m.id, micros: usage.user + usage.system }
       }
+      case 'poll': {
+        const poller = m.id
+        pollers.set(poller, startEventSource({ endpoint, queueUrl: m.queueUrl, queueArn: m.queueArn, source: m.source }, event => invoke(poller, event, m.source.timeoutMs)))
+        return { type: 'polling', id: m.id }
+      }
+      case 'unpoll': {
+        const poller = pollers.get(m.poller)
+        if (!poller) throw new Error(`no poller ${m.poller}`)
+        pollers.delete(m.poller)
+        // Waits for the invocations in flight, each bounded by `invoke`.
+        return { type: 'unpolled', id: m.id, problems: await poller.stop() }
+      }
     }
   }
 
   process.on('message', (m: ToProducer) => {
+    if (m.type === 'invoked' || m.type === 'invokeFailed') {
+      // An answer past its bound finds no waiter: that invocation already counted as failed.
+      invocations.get(m.id)?.(m)
+      return
+    }
     void handle(m).then(send, (error: unknown) => send({ type: 'failed', id: m.id, error: error instanceof Error ? error.message : String(error) }))
   })
   // The parent going away (even killed) closes the IPC channel; the producer must not outlive it.
   process.on('disconnect', () => {
-    void Promise.allSettled([deps ? closeDeps(deps) : undefined, fauxqs.stop()]).finally(() => process.exit(0))
+    void Promise.allSettled([...[...pollers.values()].map(p => p.stop()), deps ? closeDeps(deps) : undefined, fauxqs.stop()]).finally(() => process.exit(0))
   })
   send({ type: 'listening', port: fauxqs.port })
 }

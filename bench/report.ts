@@ -80,7 +80,7 @@ export function report({ scenarios, results, header }: Report): string {
     ? table(['contender', 'scenario', 'events/s', 'p50 ms (median)', 'p99 ms (median)', 'p99 ms (worst round)', 'max ms'], latencyRows)
     : ''
 
-  // Only the latency rows run a producer (their load and SQS emulator, bench/producer.ts).
+  // Only the latency rows run a producer (their load, SQS emulator and event source poller, bench/producer.ts).
   const cpu = table(
     ['scenario', 'bench + dispatchers', 'receiver', 'producer', 'postgres', 'pg CPU ms / 1,000 events', 'whole machine'],
     scenarios.map(s => {

@@ -49,7 +49,7 @@ async function main(): Promise<void> {
     const receiver = await startReceiverProcess()
     cleanups.push(() => receiver.stop())
     // The delivery, scale-out and enqueue rows' signals go to an emulator in this process; the latency
-    // rows bring their own, in the producer process (bench/producer.ts), with their load.
+    // rows bring their own, in the producer process (bench/producer.ts), with their load and poller.
     const fauxqs = await startFauxqs({ port: 0, logger: false })
     cleanups.push(() => fauxqs.stop())
     const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`
@@ -116,8 +116,8 @@ async function main(): Promise<void> {
     }
     all.push({ key: 'enqueue', contender: 'Actions', scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`, kind: 'enqueue', run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY) })
     if (wants('latency')) {
-      // The latency rows' load and SQS emulator run in a process of their own, as enqueue and SQS do in
-      // the deployment; this process keeps the poller and the dispatch handler.
+      // The latency rows' AWS side (the enqueue load, the SQS emulator, the event source's poller) runs in
+      // a process of their own, as in the deployment; this process keeps only the dispatch handler.
       const started = await startProducerProcess()
       producer = started
       cleanups.push(() => started.stop())
