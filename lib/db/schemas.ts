@@ -4,15 +4,55 @@ import type { Queryable } from './pool.js'
 
 export type StoredSchema = { version: number; schema: ActionsSchema }
 
+/**
+ * Parsed stored schemas by their stored text. Every drain and every enqueue reads the current schema,
+ * and validating it again each time cost more than reading it (under load, a few percent of a dispatch
+ * environment's CPU); the text read is the key, so a changed schema (or one stored again under a reused
+ * version number) is parsed afresh. Bounded in entries and in the size of a text kept.
+ */
+const parsedSchemas = new Map<string, ActionsSchema>()
+const PARSED_SCHEMAS_MAX = 16
+const PARSED_SCHEMA_MAX_CHARS = 256 * 1024
+
+function parsedStoredSchema(text: string): ActionsSchema {
+  const hit = parsedSchemas.get(text)
+  if (hit) {
+    // Most recently used last, so the oldest is evicted first.
+    parsedSchemas.delete(text)
+    parsedSchemas.set(text, hit)
+    return hit
+  }
+  const schema = deepFreeze(parseStoredActionsSchema(JSON.parse(text)))
+  if (text.length <= PARSED_SCHEMA_MAX_CHARS) {
+    parsedSchemas.set(text, schema)
+    for (const oldest of parsedSchemas.keys()) {
+      if (parsedSchemas.size <= PARSED_SCHEMAS_MAX) break
+      parsedSchemas.delete(oldest)
+    }
+  }
+  return schema
+}
+
+// Shared between callers, so nobody may change it.
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const v of Object.values(value)) deepFreeze(v)
+  }
+  return value
+}
+
 /** The project's current actions schema (highest version), or undefined for an unknown project. */
 export async function getCurrentSchema(db: Queryable, project: string): Promise<StoredSchema | undefined> {
-  const { rows } = await db.query<{ version: number; schema: unknown }>(
-    'SELECT version, schema FROM actions_schema WHERE project = $1 ORDER BY version DESC LIMIT 1',
-    [project],
-  )
+  const { rows } = await db.query<{ version: number; schema: string }>({
+    // Prepared once per connection: read by every drain and every enqueue.
+    name: 'actions_current_schema',
+    text: 'SELECT version, schema::text AS schema FROM actions_schema WHERE project = $1 ORDER BY version DESC LIMIT 1',
+    values: [project],
+  })
   const row = rows[0]
   // Shape only: a version stored before a bound existed must not stop its project (dispatch holds such targets back).
-  return row && { version: row.version, schema: parseStoredActionsSchema(row.schema) }
+  return row && { version: row.version, schema: parsedStoredSchema(row.schema) }
 }
 
 /** Validates (with the bounds of `opts`, see parseActionsSchema) and stores a new version of the project's actions schema; returns its version number. */

@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { deleteSchema, getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
+import { freshDatabase } from '../helpers/db.js'
+
+let db: Awaited<ReturnType<typeof freshDatabase>>
+beforeAll(async () => { db = await freshDatabase() }, 60_000)
+afterAll(async () => { await db.drop() })
+
+const schema = (url: string) => ({
+  targets: { hook: { type: 'webhook', name: 'hook', url } },
+  triggers: { t: { type: 'basic', name: 't', target: 'hook', entity: 'Article', create: true, delete: false, update: false } },
+})
+
+describe('the current schema, as every drain and enqueue reads it', () => {
+  it('serves the same stored text from one parse, and a changed schema afresh', async () => {
+    await storeSchema(db.pool, 's1', schema('http://127.0.0.1/a'))
+    const first = await getCurrentSchema(db.pool, 's1')
+    const again = await getCurrentSchema(db.pool, 's1')
+    expect(again?.schema).toBe(first?.schema)
+    expect(first?.schema.targets.hook?.url).toBe('http://127.0.0.1/a')
+
+    await storeSchema(db.pool, 's1', schema('http://127.0.0.1/b'))
+    const changed = await getCurrentSchema(db.pool, 's1')
+    expect(changed?.version).toBe(2)
+    expect(changed?.schema.targets.hook?.url).toBe('http://127.0.0.1/b')
+  })
+
+  it('parses a schema stored again under a reused version number afresh', async () => {
+    await storeSchema(db.pool, 's2', schema('http://127.0.0.1/old'))
+    expect((await getCurrentSchema(db.pool, 's2'))?.schema.targets.hook?.url).toBe('http://127.0.0.1/old')
+    await deleteSchema(db.pool, 's2')
+    await storeSchema(db.pool, 's2', schema('http://127.0.0.1/new'))
+    const current = await getCurrentSchema(db.pool, 's2')
+    expect(current?.version).toBe(1)
+    expect(current?.schema.targets.hook?.url).toBe('http://127.0.0.1/new')
+  })
+
+  it('hands out a schema nobody can change, since every caller shares it', async () => {
+    await storeSchema(db.pool, 's3', schema('http://127.0.0.1/a'))
+    const current = await getCurrentSchema(db.pool, 's3')
+    const hook = current?.schema.targets.hook
+    expect(hook).toBeDefined()
+    expect(Object.isFrozen(current?.schema)).toBe(true)
+    expect(() => { Object.assign(hook ?? {}, { url: 'http://127.0.0.1/changed' }) }).toThrow(TypeError)
+  })
+})
