@@ -58,7 +58,8 @@ export const NEXT_DUE_SQL = `SELECT CASE
  * to the sweeper: their dispatcher is usually alive.
  */
 export async function msUntilNextDue(db: Queryable, project: string, held: readonly string[] = []): Promise<number | undefined> {
-  const { rows } = await db.query<{ ms: number | null }>(NEXT_DUE_SQL, [project, held])
+  // Prepared once per connection: every drain asks, and planning it cost more than running it.
+  const { rows } = await db.query<{ ms: number | null }>({ name: 'actions_next_due', text: NEXT_DUE_SQL, values: [project, held] })
   const ms = rows[0]?.ms
   return ms === null || ms === undefined ? undefined : Math.max(0, ms)
 }
