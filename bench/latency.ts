@@ -28,8 +28,12 @@ export type LatencyOptions = {
  * nothing in production does), a record plan cached in the first second keeps scanning the whole table.
  */
 const HISTORY_EVENTS = 100_000
-/** Seconds of untimed load at the offered rate before the measured seconds. */
-const WARMUP_SECONDS = 2
+/**
+ * Seconds of untimed load at the offered rate before the measured seconds. With 2 s, some runs at
+ * 2,000/s still built a backlog in their first 1.5 s (mean latency rising to 490 ms, then draining
+ * within 4 s); the cause was not pinned down. With 4 s, three runs in a row stayed under 250 ms p99.
+ */
+const WARMUP_SECONDS = 4
 
 let queues = 0
 
