@@ -25,8 +25,15 @@ export type ClaimQueueInput = {
   onUnknownTarget: (rows: ClaimedEvent[]) => void
 }
 
-/** Events claimed ahead of the workers (at least two batches per worker). */
+/** Events claimed ahead of the workers (at least {@link PREFETCH_BATCHES_PER_WORKER} batches per worker). */
 const PREFETCH_EVENTS = 256
+/**
+ * Batches queued per worker at least. A claim refills half the queue, so with large batches this sets
+ * the claim's size: at two per worker (claims of about 8 batches of 50) the serial claim was in flight
+ * 87% of a batchSize 50 drain and bounded it; at four (claims of about 16) the drain delivered 13–15%
+ * more (bench/README.md, "Claim size at batchSize 50"). Small batches are sized by PREFETCH_EVENTS instead.
+ */
+const PREFETCH_BATCHES_PER_WORKER = 4
 /**
  * How long a target the claim found nothing due for is left out of the claims made only for it: a
  * drain asks again this often, so a target whose events become due mid-drain joins within a second.
@@ -64,9 +71,9 @@ export class ClaimQueue {
     const all = [...input.targets.values()]
     this.runnable = all.filter(t => !t.heldBack)
     this.leftForTime = all.some(t => t.heldBack === 'too slow')
-    // A few hundred events, at least two batches per worker: a worker never waits for a claim round trip.
+    // A few hundred events, and a few batches per worker: a worker never waits for a claim round trip.
     const maxBatchSize = Math.max(1, ...this.runnable.map(t => t.batchSize))
-    this.prefetch = Math.max(2 * input.concurrency, Math.ceil(PREFETCH_EVENTS / maxBatchSize))
+    this.prefetch = Math.max(PREFETCH_BATCHES_PER_WORKER * input.concurrency, Math.ceil(PREFETCH_EVENTS / maxBatchSize))
     // Alone, a target may fill the queue; beside others, half of it, so there is always room for them.
     this.perTarget = this.runnable.length > 1 ? Math.ceil(this.prefetch / 2) : this.prefetch
     this.bytes = new ByteBudget(input.maxClaimedBytes)
