@@ -6,7 +6,7 @@ import { project, type ActionsBench } from './actions.js'
 import { now } from './clock.js'
 import type { EventSource } from './deployment.js'
 import type { Load, ProducerProcess } from './producerProcess.js'
-import { DeadlineError } from './receiverProcess.js'
+import { DeadlineError } from './child.js'
 import { percentile } from './stats.js'
 import type { RunResult, TimedContext } from './timed.js'
 

@@ -18,7 +18,7 @@ import { now } from './clock.js'
 import type { EventSource } from './deployment.js'
 import { startEventSource } from './eventSource.js'
 import { articlePayload } from './jobs.js'
-import { withTimeout } from './receiverProcess.js'
+import { withTimeout } from './child.js'
 
 /** Parent → producer: requests, each answered by a FromProducer with the same id. */
 export type ProducerRequest =

@@ -1,9 +1,7 @@
-import { fork } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import type { SQSEvent } from 'aws-lambda'
+import { forkChild } from './child.js'
 import type { EventSource } from './deployment.js'
 import type { FromProducer, InvokeReply, Load, ProducerRequest } from './producer.js'
-import { withTimeout } from './receiverProcess.js'
 
 export type { Load } from './producer.js'
 
@@ -32,64 +30,30 @@ export type Poller = {
   stop(): Promise<{ problems: number }>
 }
 
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
-
-const START_TIMEOUT_MS = 20_000
-const REPLY_TIMEOUT_MS = 10_000
 /** Past the producer's own bound on an invocation (the timeout plus its margin), so that one answers first. */
 const STOP_MARGIN_MS = 20_000
 
 /** Forks bench/producer.ts under tsx and waits until its emulator listens. */
 export async function startProducerProcess(): Promise<ProducerProcess> {
-  const child = fork(fileURLToPath(new URL('./producer.ts', import.meta.url)), [], {
-    // The child runs TypeScript the way the parent does: through tsx's loader, resolved from here.
-    execArgv: ['--import', import.meta.resolve('tsx')],
-    env: { ...process.env, BENCH_PRODUCER: '1' },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  })
-  let nextId = 0
-  const replies = new Map<number, (m: FromProducer) => void>()
   const invokers = new Map<number, (event: SQSEvent) => Promise<unknown>>()
-  let exited = false
-  const gone = new Promise<void>(resolve => child.once('exit', () => { exited = true; resolve() }))
-  // The producer's wait for the answer is bounded (bench/producer.ts); a failed send means it is gone.
-  const answer = (reply: InvokeReply) => { if (!exited) child.send(reply, () => {}) }
-  child.on('message', (m: FromProducer) => {
-    if (m.type === 'listening') return
-    if (m.type === 'invoke') {
-      const invoke = invokers.get(m.poller)
-      if (!invoke) return answer({ type: 'invokeFailed', id: m.id, error: `no poller ${m.poller} here` })
+  // The producer's wait for the answer is bounded (bench/producer.ts).
+  const answer = (reply: InvokeReply) => child.post(reply)
+  const child = forkChild<ProducerRequest, FromProducer>(new URL('./producer.ts', import.meta.url), { BENCH_PRODUCER: '1' }, 'the producer', m => {
+    if (m.type !== 'invoke') return false
+    const invoke = invokers.get(m.poller)
+    if (!invoke) answer({ type: 'invokeFailed', id: m.id, error: `no poller ${m.poller} here` })
+    else {
       void invoke(m.event).then(
         result => answer({ type: 'invoked', id: m.id, result }),
         (error: unknown) => answer({ type: 'invokeFailed', id: m.id, error: error instanceof Error ? error.message : String(error) }),
       )
-      return
     }
-    replies.get(m.id)?.(m)
-    replies.delete(m.id)
+    return true
   })
-  const stop = async () => {
-    if (exited) return
-    child.disconnect()
-    await withTimeout(gone, 5_000, 'the producer did not exit').catch(() => { child.kill('SIGKILL') })
-  }
+  const port = await child.first(m => (m.type === 'listening' ? m.port : undefined), 'start listening')
 
-  let port: number
-  try {
-    port = await withTimeout(new Promise<number>((resolve, reject) => {
-      child.on('message', (m: FromProducer) => { if (m.type === 'listening') resolve(m.port) })
-      child.once('exit', code => reject(new Error(`the producer exited with code ${code} before listening`)))
-    }), START_TIMEOUT_MS, 'the producer did not start listening')
-  } catch (error) {
-    if (!exited) child.kill('SIGKILL')
-    throw error
-  }
-
-  const ask = async <T extends FromProducer['type']>(m: DistributiveOmit<ProducerRequest, 'id'>, expect: T, timeoutMs = REPLY_TIMEOUT_MS, id = ++nextId): Promise<Extract<FromProducer, { type: T }>> => {
-    const reply = await withTimeout(new Promise<FromProducer>(resolve => {
-      replies.set(id, resolve)
-      child.send({ ...m, id })
-    }), timeoutMs, `the producer did not answer "${m.type}"`).finally(() => replies.delete(id))
+  const ask = async <T extends FromProducer['type']>(m: Parameters<typeof child.ask>[0], expect: T, timeoutMs?: number, id?: number): Promise<Extract<FromProducer, { type: T }>> => {
+    const reply = await child.ask(m, timeoutMs, id)
     if (reply.type === 'failed') throw new Error(`the producer failed "${m.type}": ${reply.error}`)
     if (!isType(reply, expect)) throw new Error(`the producer answered ${reply.type} to ${m.type}`)
     return reply
@@ -102,10 +66,10 @@ export async function startProducerProcess(): Promise<ProducerProcess> {
     load: async (opts, timeoutMs) => (await ask({ type: 'load', ...opts }, 'loaded', timeoutMs)).load,
     startPoller: async (opts, invoke) => {
       // The poll request's id names the poller in its invocations; the invoker is in place before the first.
-      const poller = ++nextId
+      const poller = child.nextId()
       invokers.set(poller, invoke)
       try {
-        await ask({ type: 'poll', ...opts }, 'polling', REPLY_TIMEOUT_MS, poller)
+        await ask({ type: 'poll', ...opts }, 'polling', undefined, poller)
       } catch (error) {
         invokers.delete(poller)
         throw error
@@ -123,7 +87,7 @@ export async function startProducerProcess(): Promise<ProducerProcess> {
       }
     },
     cpuMicros: async () => (await ask({ type: 'cpu' }, 'cpu')).micros,
-    stop,
+    stop: child.stop,
   }
 }
 

@@ -1,12 +1,9 @@
-import { fork, type ChildProcess } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import type { ActionsBench } from './actions.js'
+import { forkChild, withTimeout } from './child.js'
 import type { FromDispatcher, ToDispatcher } from './dispatcher.js'
-import { withTimeout } from './receiverProcess.js'
 import { timedDelivery, type RunResult, type TimedContext } from './timed.js'
 
 const START_TIMEOUT_MS = 20_000
-const REPLY_TIMEOUT_MS = 10_000
 
 /** The projects the scale-out rows drain: `count` projects, one webhook target each. */
 export const scaleProject = (i: number) => `bench_scale_${i}`
@@ -17,7 +14,6 @@ type Dispatcher = {
   cpuMicros(): Promise<number>
   stop(): Promise<void>
 }
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 export type ScaleBench = {
   /** Delivers `n` events spread over `projects` projects with `processes` dispatch processes, each draining every project. */
@@ -74,30 +70,12 @@ export async function setupScale(actions: ActionsBench, opts: { databaseUrl: str
 }
 
 async function startDispatcher(): Promise<Dispatcher> {
-  const child: ChildProcess = fork(fileURLToPath(new URL('./dispatcher.ts', import.meta.url)), [], {
-    execArgv: ['--import', import.meta.resolve('tsx')],
-    env: { ...process.env, BENCH_DISPATCHER: '1' },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  })
-  let nextId = 0
-  let exited = false
-  const replies = new Map<number, (m: FromDispatcher) => void>()
-  child.on('message', (m: FromDispatcher) => {
-    replies.get(m.id)?.(m)
-    replies.delete(m.id)
-  })
-  const gone = new Promise<void>(resolve => child.once('exit', () => { exited = true; resolve() }))
+  const child = forkChild<ToDispatcher, FromDispatcher>(new URL('./dispatcher.ts', import.meta.url), { BENCH_DISPATCHER: '1' }, 'a dispatch process')
   await withTimeout(new Promise<void>((resolve, reject) => {
-    child.once('spawn', () => resolve())
-    child.once('error', reject)
+    child.process.once('spawn', () => resolve())
+    child.process.once('error', reject)
   }), START_TIMEOUT_MS, 'a dispatch process did not start')
-  const ask = (m: DistributiveOmit<ToDispatcher, 'id'>, timeoutMs = REPLY_TIMEOUT_MS) => {
-    const id = ++nextId
-    return withTimeout(new Promise<FromDispatcher>(resolve => {
-      replies.set(id, resolve)
-      child.send({ ...m, id })
-    }), timeoutMs, `a dispatch process did not answer "${m.type}"`)
-  }
+  const ask = child.ask
   return {
     init: async (databaseUrl, sqsEndpoint, queueUrl) => {
       const r = await ask({ type: 'init', databaseUrl, sqsEndpoint, queueUrl })
@@ -113,10 +91,6 @@ async function startDispatcher(): Promise<Dispatcher> {
       if (r.type !== 'cpu') throw new Error(`dispatch process answered ${r.type} to cpu`)
       return r.micros
     },
-    stop: async () => {
-      if (exited) return
-      child.disconnect()
-      await withTimeout(gone, 5_000, 'a dispatch process did not exit').catch(() => { child.kill('SIGKILL') })
-    },
+    stop: child.stop,
   }
 }

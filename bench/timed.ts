@@ -1,6 +1,7 @@
 import { now } from './clock.js'
 import type { CpuMeter, CpuShare } from './cpu.js'
-import { DeadlineError, type ReceiverProcess } from './receiverProcess.js'
+import { DeadlineError } from './child.js'
+import type { ReceiverProcess } from './receiverProcess.js'
 
 /** One measured run of one scenario. */
 export type RunResult = {
