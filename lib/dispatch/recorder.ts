@@ -9,44 +9,77 @@ import type { Logger } from '../log.js'
 export const UNRECORDABLE = 'Unrecordable response'
 
 /**
+ * Outcomes worth one write of their own: fewer wait up to RECORD_LINGER_MS after the first of them
+ * arrived (a flush writes at once). Without it, writes ran back to back with whatever had arrived
+ * (19 outcomes each at batchSize 1; 7 with four processes on one project), and record statements were
+ * nine in ten of the drain's statements, each a commit (bench/README.md, "Record linger").
+ */
+export const RECORD_MIN_OUTCOMES = 256
+/** The longest an outcome waits for company before it is written; it delays no delivery, only its record. */
+export const RECORD_LINGER_MS = 20
+
+/**
  * Collects outcomes from concurrent deliveries and writes them with as few statements as possible:
- * one write runs at a time, and everything that arrived meanwhile goes into the next one. A statement
- * the database refuses for its data is written again row by row, so one bad row costs only itself.
+ * one write runs at a time, and everything that arrived meanwhile goes into the next one, which waits
+ * a few milliseconds for company when it would be small (RECORD_MIN_OUTCOMES). A statement the
+ * database refuses for its data is written again row by row, so one bad row costs only itself.
  */
 export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>) => void, log?: Logger, settings?: RecordSettings) {
   let pending: AttemptRecord[] = []
+  // When the oldest pending outcome arrived: the linger counts from there.
+  let firstAt = 0
   // Each add() is one delivered batch: the circuit breaker counts failed batches.
   let batches = 0
   let running: Promise<void> | undefined
+  let lingering: NodeJS.Timeout | undefined
+  // Flushes under way: while any waits, pending outcomes are written without lingering.
+  let flushing = 0
   let failure: unknown
   // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
   const progress = progressWriter(db)
 
-  const run = async () => {
-    while (pending.length > 0) {
-      const batch = pending
-      pending = []
-      const { rows, written } = await recordAll(db, batch, log, settings)
-      onRecorded(rows, new Map(written.map(r => [r.id, r])))
-      await progress(rows)
-    }
+  const write = async () => {
+    const batch = pending
+    pending = []
+    const { rows, written } = await recordAll(db, batch, log, settings)
+    onRecorded(rows, new Map(written.map(r => [r.id, r])))
+    await progress(rows)
   }
-  const start = () => {
-    running ??= run().catch(e => { failure ??= e }).finally(() => { running = undefined })
+  /** Starts the next write when one is due: enough outcomes, a flush waiting, or the linger over. */
+  const kick = (): void => {
+    if (running || failure || pending.length === 0) return
+    const wait = firstAt + RECORD_LINGER_MS - performance.now()
+    if (flushing === 0 && pending.length < RECORD_MIN_OUTCOMES && wait > 0) {
+      lingering ??= setTimeout(() => { lingering = undefined; kick() }, wait)
+      return
+    }
+    clearTimeout(lingering)
+    lingering = undefined
+    running = write().catch(e => { failure ??= e }).finally(() => { running = undefined; kick() })
   }
   return {
     /** Queues outcomes for writing; throws if an earlier write failed. */
     add(records: AttemptRecord[]): void {
       if (failure) throw failure
       const batch = ++batches
+      if (pending.length === 0) firstAt = performance.now()
       pending.push(...records.map(r => ({ ...r, batch })))
-      start()
+      kick()
     },
     /** Outcomes queued or being written. */
     backlog: () => pending.length + (running ? 1 : 0),
-    /** Waits until everything queued is written; throws the first write failure. */
+    /** Writes everything queued at once, waits until it is written; throws the first write failure. */
     async flush(): Promise<void> {
-      while (running) await running
+      flushing++
+      try {
+        kick()
+        while (running) {
+          await running
+          kick()
+        }
+      } finally {
+        flushing--
+      }
       if (failure) throw failure
     },
   }
