@@ -58,10 +58,18 @@ export class ClaimQueue {
   /** When a claim last found nothing due for a target; absent: not asked yet, or it had work. */
   private readonly emptyAt = new Map<string, number>()
   private claiming: Promise<void> | undefined
+  /** No claim can be made now: the byte budget or the queue is full, or no target fits the time left. */
   private exhausted = false
+  /**
+   * The last claim found nothing more due. Only claims going back, or the last delivery under way
+   * finishing, make another claim worth its statement (a retry is written after its delivery, and is
+   * due seconds later); new events have signals of their own. Re-claiming after every finished
+   * delivery cost a drain of a few events four claims instead of two.
+   */
+  private idle = false
   private stopped = false
-  // Counts events that may have become claimable (a delivery finished, claims went back): a claim that
-  // ran meanwhile may have missed them, so it cannot call the project exhausted.
+  // Counts events that may have become claimable (claims went back, every delivery finished): a claim
+  // that ran meanwhile may have missed them, so it cannot call the project idle.
   private changes = 0
   private failure: unknown
   /** Some target's events were left because its timeout no longer fits: the drain stops for time. */
@@ -102,12 +110,13 @@ export class ClaimQueue {
     return this.checked(next)
   }
 
-  /** Marks a batch handed out by {@link next} as done: its bytes are free, its events may be claimable again. */
+  /** Marks a batch handed out by {@link next} as done: its bytes are free; once no delivery is under way, another claim is worth making. */
   finished(c: Claimed): void {
     this.count(this.inFlight, c.target.name, -1)
     this.count(this.held, c.target.name, -1)
     this.bytes.freed(c.batch)
-    this.changed()
+    if (this.delivering === 0) this.changed()
+    else this.exhausted = false
   }
 
   /** Stops claiming and hands every queued claim back at once (a drain ending, or yielding its slice). */
@@ -143,6 +152,7 @@ export class ClaimQueue {
   private changed(): void {
     this.changes++
     this.exhausted = false
+    this.idle = false
   }
 
   private count(map: Map<string, number>, name: string, by: number): void {
@@ -202,7 +212,7 @@ export class ClaimQueue {
 
   /** Starts a claim when one is worth making; returns the claim under way, if any. */
   private refill(): Promise<void> | undefined {
-    if (this.claiming || this.exhausted || this.stopped || this.failure) return this.claiming
+    if (this.claiming || this.exhausted || this.idle || this.stopped || this.failure) return this.claiming
     const ready = this.runnable.filter(this.input.fits)
     if (ready.length < this.runnable.length) this.leftForTime = true
     const offered = this.offered(ready)
@@ -258,7 +268,7 @@ export class ClaimQueue {
       else if (got > 0) this.emptyAt.delete(t.name)
     }
     // Fewer batches than asked means nothing else is claimable right now (or the budget is spent).
-    this.exhausted = !full && claimed.unknownTarget.length === 0 && this.changes === changesBefore
+    this.idle = !full && claimed.unknownTarget.length === 0 && this.changes === changesBefore
   }
 
   /** Queues the claimed batches; returns those of a target not offered, which the claim must hand back. */

@@ -231,6 +231,19 @@ describe('claim and deliver', () => {
     expect(maxInFlight).toBeGreaterThanOrEqual(4)
   })
 
+  it('claims twice for a few events, however their deliveries end: once to take them, once when all are done', async () => {
+    // Answers at different times: each finished delivery used to start a claim of its own.
+    let i = 0
+    rx.respond((_, res) => { setTimeout(() => res.end(), 10 * (i++ % 5)) })
+    await schemaFor(deps(), project, { t: { url: rx.url } })
+    await enqueueMany(deps(), project, 'to_t', 5)
+    const counted = countStatements(deps().db)
+    const res = await drainProject(deps(), project, forever)
+    expect(res.succeeded).toBe(5)
+    expect(rx.requests).toHaveLength(5)
+    expect(counted.named('actions_claim')).toBe(2)
+  })
+
   it('records all outcomes of many batches with few statements', async () => {
     await schemaFor(deps(), project, { t: { url: rx.url, batchSize: 50 } })
     await enqueueMany(deps(), project, 'to_t', 1000)
