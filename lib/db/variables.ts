@@ -7,8 +7,8 @@ export type VariablesMode = 'merge' | 'set' | 'append-only-missing'
 
 /** The project's variables as a name → value map. Values are secrets: callers never log them. */
 export async function fetchVariables(db: Queryable, project: string): Promise<Map<string, string>> {
-  // Prepared once per connection: read by every drain.
-  const { rows } = await db.query<{ name: string; value: string }>({ name: 'actions_variables', text: 'SELECT name, value FROM actions_variable WHERE project = $1', values: [project] })
+  // Drains read the variables with the schema, in one statement (getSchemaAndVariables in lib/db/schemas.ts).
+  const { rows } = await db.query<{ name: string; value: string }>('SELECT name, value FROM actions_variable WHERE project = $1', [project])
   return new Map(rows.map(r => [r.name, r.value]))
 }
 

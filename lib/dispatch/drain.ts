@@ -1,6 +1,5 @@
 import { hasDueEvents, msUntilNextDue } from '../db/due.js'
-import { getCurrentSchema } from '../db/schemas.js'
-import { fetchVariables } from '../db/variables.js'
+import { getSchemaAndVariables } from '../db/schemas.js'
 import type { Deps } from '../deps.js'
 import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
@@ -89,7 +88,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
 async function startRun(deps: Deps, project: string, opts: DrainOptions): Promise<Run> {
   const log = deps.log.child({ project })
   const metrics = deps.metrics.forProject(project)
-  const [stored, variables] = await Promise.all([getCurrentSchema(deps.db, project), fetchVariables(deps.db, project)])
+  const { stored, variables } = await getSchemaAndVariables(deps.db, project)
   const targets = resolveTargets({
     targets: Object.values(stored?.schema.targets ?? {}), variables, config: deps.config, remainingMs: opts.remainingMs(), log, metrics,
   })
