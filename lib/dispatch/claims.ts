@@ -248,8 +248,9 @@ export class ClaimQueue {
     // missing from the schema fails.
     const waiting = [...this.input.targets.keys()].filter(name => !offered.some(t => t.name === name))
     const changesBefore = this.changes
+    const budgetBytes = this.bytes.left()
     const claimed = await claimBatches(this.input.db, this.input.project, offered, want, {
-      waiting, budgetBytes: this.bytes.left(), atLeastOne: this.bytes.held() === 0,
+      waiting, budgetBytes, atLeastOne: this.bytes.held() === 0,
     })
     this.input.onUnknownTarget(claimed.unknownTarget)
     const strays = this.enqueue(claimed, ready)
@@ -267,8 +268,15 @@ export class ClaimQueue {
       if (!full && got < t.maxBatches) this.emptyAt.set(t.name, performance.now())
       else if (got > 0) this.emptyAt.delete(t.name)
     }
-    // Fewer batches than asked means nothing else is claimable right now (or the budget is spent).
-    this.idle = !full && claimed.unknownTarget.length === 0 && this.changes === changesBefore
+    // Fewer batches than asked: nothing else is due now, unless the byte budget may have cut the claim
+    // (one more batch as large as the largest taken would not have fitted). Nothing due waits for claims
+    // going back or for every delivery to end; a spent budget only for the next delivery to free bytes.
+    const short = !full && claimed.unknownTarget.length === 0 && this.changes === changesBefore
+    const taken = claimed.batches.reduce((n, b) => n + b.bytes, 0)
+    const largest = Math.max(this.bytes.meanBatch(), ...claimed.batches.map(b => b.bytes))
+    const cut = taken + largest > budgetBytes
+    this.idle = short && !cut
+    this.exhausted = short && cut
   }
 
   /** Queues the claimed batches; returns those of a target not offered, which the claim must hand back. */
@@ -300,6 +308,11 @@ class ByteBudget {
 
   held(): number {
     return this.holding
+  }
+
+  /** Mean bytes of the batches last claimed (0 before the first claim). */
+  meanBatch(): number {
+    return this.perBatch
   }
 
   left(): number {

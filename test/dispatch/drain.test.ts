@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { createDeps } from '../../lib/deps.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { countStatements } from '../helpers/statements.js'
 import { setVariables } from '../../lib/db/variables.js'
@@ -242,6 +243,33 @@ describe('claim and deliver', () => {
     expect(res.succeeded).toBe(5)
     expect(rx.requests).toHaveLength(5)
     expect(counted.named('actions_claim')).toBe(2)
+  })
+
+  it('claims again as soon as a finished delivery frees bytes, when the byte budget cut the claim', async () => {
+    await schemaFor(deps(), project, { t: { url: rx.url } })
+    // Six events of one payload size (ids 0..5); the budget holds two of them, not three.
+    await enqueueMany(deps(), project, 'to_t', 6)
+    const { rows } = await deps().db.query(`SELECT min(octet_length(payload::text)) AS lo, max(octet_length(payload::text)) AS hi FROM actions_event WHERE project = $1`, [project])
+    expect(rows[0].lo).toBe(rows[0].hi)
+    const budgeted = createDeps({ ...deps().config, DISPATCH_CONCURRENCY: 2, DISPATCH_MAX_CLAIMED_BYTES: 3 * rows[0].hi - 1 }, { signals: deps().signals, log: env.log })
+    // The first request is answered only once all six have arrived (or after 2 s): the other five must
+    // get through the second worker meanwhile, each claimed when the one before it freed its bytes.
+    let seenWhenFirstAnswered = 0
+    rx.respond(async (_, res) => {
+      if (rx.requests.length === 1) {
+        const until = Date.now() + 2_000
+        while (rx.requests.length < 6 && Date.now() < until) await new Promise(r => setTimeout(r, 5))
+        seenWhenFirstAnswered = rx.requests.length
+      }
+      res.end()
+    })
+    try {
+      expect((await drainProject(budgeted, project, forever)).succeeded).toBe(6)
+    } finally {
+      await budgeted.db.end()
+      await budgeted.http.close()
+    }
+    expect(seenWhenFirstAnswered).toBe(6)
   })
 
   it('records all outcomes of many batches with few statements', async () => {
