@@ -17,7 +17,6 @@ export type Child<Request extends { type: string; id: number }, Reply extends Me
   first<T>(pick: (m: Reply) => T | undefined, what: string, timeoutMs?: number): Promise<T>
   /** Sends a message that expects no reply (nothing if the child is gone). */
   post(message: object): void
-  exited(): boolean
   /** Disconnects and waits for the exit, killing the child if it does not go within 5 s. */
   stop(): Promise<void>
 }
@@ -70,7 +69,6 @@ export function forkChild<Request extends { type: string; id: number }, Reply ex
     },
     // A failed send means the child is gone; whoever waits for it has its own bound.
     post: message => { if (!exited) child.send(message, () => {}) },
-    exited: () => exited,
     stop: async () => {
       if (exited) return
       child.disconnect()
