@@ -42,12 +42,15 @@ function deepFreeze<T>(value: T): T {
   return value
 }
 
+/** $1 project: its current (highest) schema version, one row or none. */
+const LATEST_SCHEMA = 'SELECT version, schema FROM actions_schema WHERE project = $1 ORDER BY version DESC LIMIT 1'
+
 /** The project's current actions schema (highest version), or undefined for an unknown project. */
 export async function getCurrentSchema(db: Queryable, project: string): Promise<StoredSchema | undefined> {
   const { rows } = await db.query<{ version: number; schema: string }>({
-    // Prepared once per connection: read by every drain and every enqueue.
+    // Prepared once per connection: read by every enqueue (drains read it with the variables, below).
     name: 'actions_current_schema',
-    text: 'SELECT version, schema::text AS schema FROM actions_schema WHERE project = $1 ORDER BY version DESC LIMIT 1',
+    text: `SELECT version, schema::text AS schema FROM (${LATEST_SCHEMA}) s`,
     values: [project],
   })
   const row = rows[0]
@@ -69,7 +72,7 @@ export async function getSchemaAndVariables(db: Queryable, project: string): Pro
         ARRAY(SELECT name FROM actions_variable WHERE project = $1 ORDER BY name) AS names,
         ARRAY(SELECT value FROM actions_variable WHERE project = $1 ORDER BY name) AS vals
       FROM (SELECT 1) AS one
-      LEFT JOIN LATERAL (SELECT version, schema FROM actions_schema WHERE project = $1 ORDER BY version DESC LIMIT 1) s ON true`,
+      LEFT JOIN LATERAL (${LATEST_SCHEMA}) s ON true`,
     values: [project],
   })
   const row = rows[0]
