@@ -1,13 +1,17 @@
 /**
  * `npx tsx bench/profile.ts [batchSize] [n]`: one Actions drain, instrumented. Prints how long the
  * claim and record statements take (by tenths of the run, to show any drift), how many batches each
- * claim returns, the POST durations, and the CPU split. A tool for finding where the time goes; not
+ * claim returns, the POST durations, the CPU split, the dispatcher's CPU per event (user and system)
+ * and how often its event loop thread was preempted. A tool for finding where the time goes; not
  * part of `npm run bench`. With PROFILE_CPU=file.cpuprofile it also writes a CPU profile of this process
- covering the measured drain only (open it in Chrome DevTools or speedscope). PROFILE_DB_SET=
- * name=value,... applies database settings first (e.g. synchronous_commit=off, random_page_cost=1.1).
+ * covering the measured drain only (open it in Chrome DevTools or speedscope). PROFILE_ALLOC=1 samples
+ * the drain's allocations (collected objects too) and prints bytes per event by allocating function:
+ * what the garbage collector has to sweep. PROFILE_DB_SET=name=value,... applies database settings
+ * first (e.g. synchronous_commit=off, random_page_cost=1.1).
  */
 import './quiet.js'
-import { writeFile } from 'node:fs/promises'
+import { readFile, writeFile } from 'node:fs/promises'
+import type { HeapProfiler } from 'node:inspector'
 import { Session } from 'node:inspector/promises'
 import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
@@ -54,22 +58,34 @@ async function main(): Promise<void> {
       const posts: number[] = []
       await receiver.reset(size)
       const profiler = size === n ? await startProfiler() : undefined
+      const allocations = size === n ? await startAllocationSampling() : undefined
       const waits = sampleWaits(admin, dbName)
       const cpuStart = await cpu.start()
       const elu0 = performance.eventLoopUtilization()
+      const usage0 = process.cpuUsage()
+      const switches0 = await contextSwitches()
       const t0 = now()
       const result = await drainProject(actions.deps, project(batchSize), { remainingMs: () => Infinity, onBatch: b => { posts.push(b.durationMs) } })
       const seconds = (now() - t0) / 1000
       const elu = performance.eventLoopUtilization(elu0)
+      const usage = process.cpuUsage(usage0)
+      const switches1 = await contextSwitches()
+      const allocated = await allocations?.()
       const cpuProfile = await profiler?.()
       const waited = await waits.stop()
       const share = await cpu.stop(cpuStart)
       if (size !== n) continue
       console.log(`batchSize ${batchSize}: ${result.succeeded} delivered in ${seconds.toFixed(2)} s = ${Math.round(result.succeeded / seconds)}/s, ${result.batches} batches`)
       console.log(`CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`)
+      // All of this process's threads (GC helpers included), split by where the time went.
+      console.log(`Dispatcher CPU per event: ${((usage.user + usage.system) / result.succeeded).toFixed(1)} µs (user ${(usage.user / result.succeeded).toFixed(1)}, system ${(usage.system / result.succeeded).toFixed(1)})`)
+      // Involuntary switches: the event loop's thread preempted, mostly by a process its own write woke
+      // (the receiver, a Postgres backend) on the same core: the time shows up as socket writes.
+      if (switches0 && switches1) console.log(`Event loop thread context switches per event: ${((switches1.voluntary - switches0.voluntary) / result.succeeded).toFixed(2)} voluntary, ${((switches1.involuntary - switches0.involuntary) / result.succeeded).toFixed(2)} involuntary (preempted)`)
       // The dispatcher's event loop: busy running JavaScript (and callbacks), or idle waiting for I/O.
       console.log(`Dispatcher event loop busy ${Math.round(elu.utilization * 100)}% of the drain (idle = waiting for Postgres or the receiver)`)
       if (cpuProfile) summarize(cpuProfile)
+      if (allocated) summarizeAllocations(allocated, result.succeeded)
       describe(timings, t0, seconds * 1000)
       const sorted = posts.sort((a, b) => a - b)
       console.log(`Sampled backends of ${dbName} every ~5 ms (${waited.samples} samples), active statements by wait event:`)
@@ -160,6 +176,47 @@ async function startProfiler(): Promise<(() => Promise<CpuProfile>) | undefined>
     await writeFile(file, JSON.stringify(profile))
     session.disconnect()
     return profile
+  }
+}
+
+/** The main thread's context switches so far (Linux; undefined elsewhere). */
+async function contextSwitches(): Promise<{ voluntary: number; involuntary: number } | undefined> {
+  const status = await readFile(`/proc/${process.pid}/task/${process.pid}/status`, 'utf8').catch(() => undefined)
+  const count = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)$`, 'm').exec(status ?? '')?.[1])
+  const voluntary = count('voluntary_ctxt_switches')
+  const involuntary = count('nonvoluntary_ctxt_switches')
+  return Number.isFinite(voluntary) && Number.isFinite(involuntary) ? { voluntary, involuntary } : undefined
+}
+
+/** Starts sampling allocations when PROFILE_ALLOC=1 (objects the GC collected too); the returned function stops it. */
+async function startAllocationSampling(): Promise<(() => Promise<HeapProfiler.SamplingHeapProfile>) | undefined> {
+  if (process.env.PROFILE_ALLOC !== '1') return undefined
+  const session = new Session()
+  session.connect()
+  await session.post('HeapProfiler.enable')
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true })
+  return async () => {
+    const { profile } = await session.post('HeapProfiler.stopSampling')
+    session.disconnect()
+    return profile
+  }
+}
+
+/** Sampled bytes allocated per delivered event, in all and by allocating function (the heaviest 20). */
+function summarizeAllocations(profile: HeapProfiler.SamplingHeapProfile, events: number): void {
+  const bySite = new Map<string, number>()
+  let total = 0
+  const walk = (node: HeapProfiler.SamplingHeapProfileNode) => {
+    const { functionName, url, lineNumber } = node.callFrame
+    const site = `${functionName || '(anonymous)'} ${url.replace(/.*\/(node_modules|lib)\//, '$1/')}:${lineNumber + 1}`
+    bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize)
+    total += node.selfSize
+    for (const child of node.children) walk(child)
+  }
+  walk(profile.head)
+  console.log(`Allocated per event (sampled): ${(total / events / 1024).toFixed(1)} KiB; heaviest allocating functions:`)
+  for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 20)) {
+    console.log(`  ${(bytes / events).toFixed(0).padStart(6)} B  ${site}`)
   }
 }
 
