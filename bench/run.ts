@@ -7,6 +7,7 @@
  * DATABASE_URL names the server (else 127.0.0.1:5432, else an embedded Postgres).
  */
 import './quiet.js'
+import { readFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
@@ -156,6 +157,7 @@ async function main(): Promise<void> {
       header: [
         `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Node ${process.version}; Postgres ${server.version} (${server.source})`,
         `N = ${opts.n} events per run, ${opts.rounds} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
+        ...runtimeNote(),
       ],
     }))
     // What signing adds per request, measured in this process with nothing else running.
@@ -163,6 +165,17 @@ async function main(): Promise<void> {
   } finally {
     await cleanup()
   }
+}
+
+/**
+ * A line when this Node is not the deployment's (.nvmrc, Lambda's runtime): the contenders' request
+ * paths cost differently per Node major (on Node 20 the peers' AbortSignal timers and streams cost
+ * 1.5-2x what they do on 22; bench/README.md, "On Node 22"), so only a run on that major answers the targets.
+ */
+function runtimeNote(): string[] {
+  const deployed = readFileSync(new URL('../.nvmrc', import.meta.url), 'utf8').trim().replace(/^v/, '').split('.')[0]
+  const here = process.versions.node.split('.')[0]
+  return here === deployed ? [] : [`NOTE: Node ${here} here; the deployment runs Node ${deployed} (.nvmrc), where the ratios differ: run the bench on Node ${deployed} for the targets (bench/README.md).`]
 }
 
 function log(line: string): void {
