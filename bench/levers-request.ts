@@ -80,9 +80,12 @@ async function main(): Promise<void> {
       const d = startDeadline(TIMEOUT_MS)
       try { await onData((await pool.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i), signal: d.signal })).body) } finally { endDeadline(d) }
     }],
-    ['ceiling: pool.request + dump, no timer', async i => {
+    ['pool.request + dump, no timer (the ceiling until the fourth session)', async i => {
       await (await pool.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })).body.dump()
     }],
+    ['ceiling: pool.dispatch, answer discarded, no timer (bench/bare.ts)', i => new Promise<void>((resolve, reject) => {
+      pool.dispatch({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) }, { onRequestStart() {}, onResponseEnd: () => resolve(), onResponseError: (_c, e) => reject(e) })
+    })],
   ]
   try {
     for (const [, send] of variants) await run(send, Math.min(1_000, n), receiver)
