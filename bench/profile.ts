@@ -208,7 +208,8 @@ function summarizeAllocations(profile: HeapProfiler.SamplingHeapProfile, events:
   let total = 0
   const walk = (node: HeapProfiler.SamplingHeapProfileNode) => {
     const { functionName, url, lineNumber } = node.callFrame
-    const site = `${functionName || '(anonymous)'} ${url.replace(/.*\/(node_modules|lib)\//, '$1/')}:${lineNumber + 1}`
+    // Files tsx compiles report no line (0); node_modules' JavaScript does.
+    const site = `${functionName || '(anonymous)'} ${url.replace(/.*\/(node_modules|lib)\//, '$1/')}${lineNumber > 0 ? `:${lineNumber + 1}` : ''}`
     bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize)
     total += node.selfSize
     for (const child of node.children) walk(child)

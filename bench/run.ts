@@ -39,6 +39,8 @@ type Runnable = Scenario & { run: (n: number) => Promise<RunResult | LatencyResu
 async function main(): Promise<void> {
   const opts = benchOptions(process.argv.slice(2), process.env)
   const started = Date.now()
+  const runtime = runtimeNote()
+  for (const line of runtime) log(line)
   const wants = (prefix: string) => !opts.only || [...opts.only].some(k => k.startsWith(prefix))
   const cleanups: Array<() => Promise<unknown>> = []
   const cleanup = async () => { for (const c of cleanups.splice(0).reverse()) await c().catch(e => log(`cleanup failed: ${String(e)}`)) }
@@ -157,7 +159,7 @@ async function main(): Promise<void> {
       header: [
         `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Node ${process.version}; Postgres ${server.version} (${server.source})`,
         `N = ${opts.n} events per run, ${opts.rounds} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
-        ...runtimeNote(),
+        ...runtime,
       ],
     }))
     // What signing adds per request, measured in this process with nothing else running.
@@ -173,7 +175,12 @@ async function main(): Promise<void> {
  * 1.5-2x what they do on 22; bench/README.md, "On Node 22"), so only a run on that major answers the targets.
  */
 function runtimeNote(): string[] {
-  const deployed = readFileSync(new URL('../.nvmrc', import.meta.url), 'utf8').trim().replace(/^v/, '').split('.')[0]
+  let deployed: string | undefined
+  try {
+    deployed = readFileSync(new URL('../.nvmrc', import.meta.url), 'utf8').trim().replace(/^v/, '').split('.')[0]
+  } catch {
+    return ['NOTE: .nvmrc could not be read, so whether this Node is the deployment\'s is unknown (bench/README.md).']
+  }
   const here = process.versions.node.split('.')[0]
   return here === deployed ? [] : [`NOTE: Node ${here} here; the deployment runs Node ${deployed} (.nvmrc), where the ratios differ: run the bench on Node ${deployed} for the targets (bench/README.md).`]
 }
