@@ -19,16 +19,15 @@ export async function touchProgressOf(db: Queryable, eventId: string): Promise<v
 }
 
 /**
- * A per-drain progress writer: the first recorded outcome writes at once (short drains count), later
- * ones only when PROGRESS_INTERVAL_MS has passed since the last write.
+ * A drain's progress rhythm: the first record statement that changes rows writes the project's
+ * progress (short drains count), later ones only once PROGRESS_INTERVAL_MS has passed since the last
+ * write. The write rides in the record statement itself (recordAttempts' `progress`).
  */
-export function progressWriter(db: Queryable, intervalMs = PROGRESS_INTERVAL_MS): (recorded: ReadonlyArray<{ id: string }>) => Promise<void> {
+export function progressRhythm(intervalMs = PROGRESS_INTERVAL_MS): { due(): boolean; written(): void } {
   let last = -Infinity
-  return async recorded => {
-    const id = recorded[0]?.id
-    if (id === undefined || performance.now() - last < intervalMs) return
-    last = performance.now()
-    await touchProgressOf(db, id)
+  return {
+    due: () => performance.now() - last >= intervalMs,
+    written: () => { last = performance.now() },
   }
 }
 

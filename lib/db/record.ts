@@ -67,7 +67,7 @@ const DELAY_MS = `greatest(least(u.interval_ms * power(2, e.num_retries), $7::fl
  * $1 ids, $2 leases, $3 ok, $4 log entries, $5 maxAttempts, $6 initialRepeatIntervalMs, $7 backoff cap (ms),
  * $8 projects, $9 targets, $10 status codes, $11 batch numbers, $12 attempts before, $13 Retry-After (ms),
  * $14 Retry-After (date), $15 Retry-After cap (ms), $16 breaker threshold, $17 first probe interval (ms),
- * $18 probe interval cap (ms), $19 jitter fraction.
+ * $18 probe interval cap (ms), $19 jitter fraction, $20 whether to write the projects' dispatch progress.
  */
 export const RECORD_SQL = `WITH u AS MATERIALIZED (
     -- Per target, what this statement saw: answered (an event delivered or any 2xx), gone (a 410).
@@ -104,6 +104,13 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
     GROUP BY u.project, u.target
   ),
   ${HEALTH_UPSERT},
+  -- Dispatch progress (the sweeper's heartbeat, lib/db/progress.ts) rides in this statement when asked:
+  -- a short drain's own upsert was a statement and a commit of its own. GREATEST: never moved back.
+  progress AS (
+    INSERT INTO actions_dispatch_progress (project, progressed_at)
+    SELECT DISTINCT ev.project, now() FROM ev WHERE $20::bool
+    ON CONFLICT (project) DO UPDATE SET progressed_at = GREATEST(actions_dispatch_progress.progressed_at, excluded.progressed_at)
+  ),
   changes AS (
     SELECT DISTINCT ON (c.project, c.target) c.project, c.target,
            CASE WHEN c.paused_reason IS NOT NULL AND u.was_paused IS DISTINCT FROM c.paused_reason THEN c.paused_reason END AS paused,
@@ -119,9 +126,10 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
  * initialRepeatIntervalMs · 2^(attempt − 1) later by the database clock (no earlier than a Retry-After
  * asked, up to its cap; stretched by the jitter), or `failed` once the event has had maxAttempts
  * attempts, unless its target is down (see HOLD). Every failed attempt appends its log entry. The same
- * statement keeps the targets' health (the circuit breaker, lib/db/health.ts). Returns the rows it changed.
+ * statement keeps the targets' health (the circuit breaker, lib/db/health.ts) and, with `progress`, the
+ * dispatch progress of the projects it changed rows of. Returns the rows it changed.
  */
-export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[], settings: RecordSettings = DEFAULT_RECORD_SETTINGS): Promise<RecordedRow[]> {
+export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[], settings: RecordSettings = DEFAULT_RECORD_SETTINGS, { progress = false }: { progress?: boolean } = {}): Promise<RecordedRow[]> {
   if (records.length === 0) return []
   const retryAfter = records.map(r => (r.outcome.ok ? undefined : r.outcome.retryAfter))
   const { rows } = await db.query<RecordedRow>({
@@ -149,6 +157,7 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
       clampInt(settings.probeMs, 1),
       clampInt(settings.probeMaxMs, 1),
       Math.min(1, Math.max(0, settings.jitter)),
+      progress,
     ],
   })
   return rows

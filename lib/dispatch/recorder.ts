@@ -2,7 +2,7 @@ import pg from 'pg'
 import type { Queryable } from '../db/pool.js'
 import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
 import type { RecordSettings } from '../db/health.js'
-import { progressWriter } from '../db/progress.js'
+import { progressRhythm, touchProgressOf } from '../db/progress.js'
 import type { Logger } from '../log.js'
 
 /** What an attempt is recorded with when its own entry cannot be stored: the attempt still counts. */
@@ -36,14 +36,15 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
   let flushing = 0
   let failure: unknown
   // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
-  const progress = progressWriter(db)
+  const progress = progressRhythm()
 
   const write = async () => {
     const batch = pending
     pending = []
-    const { rows, written } = await recordAll(db, batch, log, settings)
+    const touch = progress.due()
+    const { rows, written } = await recordAll(db, batch, log, settings, touch)
+    if (touch && rows.length > 0) progress.written()
     onRecorded(rows, new Map(written.map(r => [r.id, r])))
-    await progress(rows)
   }
   /** Starts the next write when one is due: enough outcomes, a flush waiting, or the linger over. */
   const kick = (): void => {
@@ -90,11 +91,12 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
  * and a record refused again is written with a minimal entry ({@link UNRECORDABLE}) so its attempt is
  * counted all the same: an uncounted attempt would be redelivered after every lease, forever. Faults of
  * the database itself (connection, shutdown, resources) are thrown: nothing can be written then.
- * Returns the rows changed and the records as written.
+ * With `progress`, the project's dispatch progress is written too when any row changed. Returns the
+ * rows changed and the records as written.
  */
-export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Logger, settings?: RecordSettings): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
+export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Logger, settings?: RecordSettings, progress = false): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
   try {
-    return { rows: await recordAttempts(db, batch, settings), written: batch }
+    return { rows: await recordAttempts(db, batch, settings, { progress }), written: batch }
   } catch (e) {
     if (!refusedForData(e)) throw e
     // The SQLSTATE only: a database message may quote the offending (receiver) text.
@@ -114,6 +116,9 @@ export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Log
     }
     written.push(next)
   }
+  // Row by row is the rare path: its progress is one statement of its own, as all of it was before.
+  const first = rows[0]
+  if (progress && first) await touchProgressOf(db, first.id)
   return { rows, written }
 }
 

@@ -58,9 +58,10 @@ describe('sweeper and claim statements at scale', () => {
     const leases = rows.map(r => r.visible_at)
     for (const [sql, params] of [
       [RECORD_SQL, [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12,
-        // The breaker's inputs: project, target, code, batch, attempts, Retry-After (none), its settings.
+        // The breaker's inputs: project, target, code, batch, attempts, Retry-After (none).
         ids.map(() => 'p'), ids.map(() => 't'), ids.map(() => 200), ids.map((_, i) => i), ids.map(() => 0), ids.map(() => null), ids.map(() => null),
-        3_600_000, 5, 30_000, 900_000, 0]],
+        // Its settings, and the dispatch progress the statement also writes.
+        3_600_000, 5, 30_000, 900_000, 0, true]],
       [RELEASE_SQL, [ids, leases]],
     ] as const) {
       const p = await plan(sql, [...params])

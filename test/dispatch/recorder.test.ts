@@ -2,7 +2,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { claimBatches } from '../../lib/db/claim.js'
 import type { AttemptRecord } from '../../lib/db/record.js'
-import { createRecorder, RECORD_LINGER_MS, RECORD_MIN_OUTCOMES } from '../../lib/dispatch/recorder.js'
+import { createRecorder, recordAll, RECORD_LINGER_MS, RECORD_MIN_OUTCOMES } from '../../lib/dispatch/recorder.js'
 import { freshDatabase } from '../helpers/db.js'
 
 // The recorder's rhythm against a real Postgres: a few outcomes wait a little for company, enough of
@@ -31,7 +31,7 @@ afterAll(async () => {
 })
 beforeEach(async () => {
   sent = []
-  await db.pool.query('TRUNCATE actions_event')
+  await db.pool.query('TRUNCATE actions_event, actions_dispatch_progress')
 })
 
 /** Inserts and claims `n` events; returns a successful attempt record for each. */
@@ -48,6 +48,8 @@ async function claimed(n: number): Promise<AttemptRecord[]> {
 
 const succeeded = async () => Number((await db.pool.query(`SELECT count(*) FROM actions_event WHERE state = 'succeed'`)).rows[0].count)
 const records = () => sent.filter(name => name === 'actions_record').length
+/** When dispatch last made progress on project 'p' (the sweeper's heartbeat reads it), if ever. */
+const progressed = async () => (await db.pool.query<{ at: Date }>(`SELECT progressed_at AS at FROM actions_dispatch_progress WHERE project = 'p'`)).rows[0]?.at
 
 describe('the recorder', () => {
   it('holds a few outcomes back for company, and a flush writes them at once', async () => {
@@ -85,5 +87,55 @@ describe('the recorder', () => {
     expect(records()).toBe(1)
     // Not before its wait was over (timers never fire early).
     expect(performance.now() - started).toBeGreaterThanOrEqual(RECORD_LINGER_MS - 1)
+  })
+})
+
+describe('the progress a recorder writes', () => {
+  it('rides in the first record statement, then waits out the interval, with no statement of its own', async () => {
+    const [a, b] = await claimed(2)
+    if (!a || !b) throw new Error('two claimed events expected')
+    const recorder = createRecorder(counting, () => {})
+    recorder.add([a])
+    await recorder.flush()
+    const first = await progressed()
+    expect(first).toBeInstanceOf(Date)
+    recorder.add([b])
+    await recorder.flush()
+    // Within PROGRESS_INTERVAL_MS (30 s) of the first: the second statement leaves it as it was.
+    expect(await progressed()).toEqual(first)
+    expect(sent).toEqual(['actions_record', 'actions_record'])
+  })
+
+  it('is not spent by a statement that changed no rows: the next one writes it', async () => {
+    const [a] = await claimed(1)
+    if (!a) throw new Error('a claimed event expected')
+    const recorder = createRecorder(counting, () => {})
+    // A lease the event does not hold (another dispatcher's claim since): fenced off, nothing changes.
+    recorder.add([{ ...a, lease: new Date(a.lease.getTime() - 1_000) }])
+    await recorder.flush()
+    expect(await progressed()).toBeUndefined()
+    recorder.add([a])
+    await recorder.flush()
+    expect(await progressed()).toBeInstanceOf(Date)
+  })
+
+  it('is written after a refused statement was recorded row by row', async () => {
+    const all = await claimed(3)
+    const [poisoned] = all
+    if (!poisoned) throw new Error('claimed events expected')
+    // A real refusal by Postgres for one row's data: the bulk statement fails whole.
+    await db.pool.query(`CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.log::text LIKE '%poison%' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '22000'; END IF; RETURN NEW; END $$`)
+    await db.pool.query('CREATE TRIGGER refuse_poison BEFORE UPDATE ON actions_event FOR EACH ROW EXECUTE FUNCTION refuse_poison()')
+    try {
+      const batch = all.map(r => r === poisoned ? { ...r, outcome: { ok: false as const, code: 500, errorMessage: 'poison' } } : r)
+      const { rows } = await recordAll(counting, batch, undefined, undefined, true)
+      expect(rows).toHaveLength(3)
+      expect(await progressed()).toBeInstanceOf(Date)
+      expect(sent.filter(name => name === 'actions_progress_touch')).toHaveLength(1)
+    } finally {
+      await db.pool.query('DROP TRIGGER refuse_poison ON actions_event')
+      await db.pool.query('DROP FUNCTION refuse_poison()')
+    }
   })
 })

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createSweeper } from '../../functions/sweeper.js'
-import { progressWriter } from '../../lib/db/progress.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { createSweeperGauges } from '../../lib/metrics/registry.js'
 import { heartbeatOf, OVERDUE_GRACE_SECONDS } from '../../lib/sweeper/heartbeat.js'
@@ -37,27 +36,6 @@ describe('the heartbeat help text', () => {
     expect(hb?.help).toMatch(/sweeper/)
     expect(hb?.help).toMatch(/last time dispatch recorded an outcome/)
     expect(hb?.help).not.toMatch(/loop|iteration|supervisor/)
-  })
-})
-
-describe('a drain records its progress', () => {
-  let env: TestEnv
-  beforeAll(async () => { env = await testEnv() })
-  afterAll(async () => { await env.close() })
-
-  it('writes at the first recorded outcome, then at most once per interval', async () => {
-    const deps = env.deps
-    await schemaFor(deps, 'pw', { t: { url: 'http://127.0.0.1:9' } })
-    const [a, b] = await enqueueMany(deps, 'pw', 'to_t', 2)
-    const at = async () => (await deps.db.query<{ at: Date }>(`SELECT progressed_at AS at FROM actions_dispatch_progress WHERE project = 'pw'`)).rows[0]?.at
-    const write = progressWriter(deps.db, 60_000)
-    await write([])
-    expect(await at()).toBeUndefined()
-    await write([{ id: a ?? '' }])
-    const first = await at()
-    expect(first).toBeInstanceOf(Date)
-    await write([{ id: b ?? '' }])
-    expect(await at()).toEqual(first)
   })
 })
 
