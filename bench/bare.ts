@@ -27,7 +27,7 @@ export function setupBareClient(receiverUrl: string, ctx: TimedContext) {
       let failed = 0
       const finished = Promise.all(Array.from({ length: CONNECTIONS }, async () => {
         for (let i = next++; i < n; i = next++) {
-          const status = await post(pool, { origin: url.origin, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ events: [eventJob(i)] }) })
+          const status = await dispatchPost(pool, { origin: url.origin, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ events: [eventJob(i)] }) })
           if (status < 200 || status >= 300) failed++
         }
       }))
@@ -38,7 +38,7 @@ export function setupBareClient(receiverUrl: string, ctx: TimedContext) {
 }
 
 /** One request through the dispatch API; resolves with the final status once the answer has been read (and dropped). */
-function post(pool: Pool, options: Dispatcher.DispatchOptions): Promise<number> {
+export function dispatchPost(pool: Pool, options: Dispatcher.DispatchOptions): Promise<number> {
   return new Promise((resolve, reject) => {
     let status = 0
     pool.dispatch(options, {

@@ -6,6 +6,7 @@
 import './quiet.js'
 import { Agent, Pool, request, type Dispatcher } from 'undici'
 import { endDeadline, startDeadline } from '../lib/delivery/deadlines.js'
+import { dispatchPost } from './bare.js'
 import { now } from './clock.js'
 import { eventJob } from './jobs.js'
 import { startReceiverProcess } from './receiverProcess.js'
@@ -83,9 +84,9 @@ async function main(): Promise<void> {
     ['pool.request + dump, no timer (the ceiling until the fourth session)', async i => {
       await (await pool.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })).body.dump()
     }],
-    ['ceiling: pool.dispatch, answer discarded, no timer (bench/bare.ts)', i => new Promise<void>((resolve, reject) => {
-      pool.dispatch({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) }, { onRequestStart() {}, onResponseEnd: () => resolve(), onResponseError: (_c, e) => reject(e) })
-    })],
+    ['ceiling: pool.dispatch, answer discarded, no timer (bench/bare.ts)', async i => {
+      await dispatchPost(pool, { origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })
+    }],
   ]
   try {
     for (const [, send] of variants) await run(send, Math.min(1_000, n), receiver)

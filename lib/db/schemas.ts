@@ -64,20 +64,19 @@ export async function getCurrentSchema(db: Queryable, project: string): Promise<
  * two statements they were two of the seven or eight a short drain makes.
  */
 export async function getSchemaAndVariables(db: Queryable, project: string): Promise<{ stored: StoredSchema | undefined; variables: Map<string, string> }> {
-  const { rows } = await db.query<{ version: number | null; schema: string | null; names: string[]; vals: string[] }>({
+  const { rows } = await db.query<{ version: number | null; schema: string | null; names: string[] | null; vals: string[] | null }>({
     // Prepared once per connection: read by every drain.
     name: 'actions_drain_start',
-    // Both arrays in name order, from the same snapshot: they pair up.
-    text: `SELECT s.version, s.schema::text AS schema,
-        ARRAY(SELECT name FROM actions_variable WHERE project = $1 ORDER BY name) AS names,
-        ARRAY(SELECT value FROM actions_variable WHERE project = $1 ORDER BY name) AS vals
-      FROM (SELECT 1) AS one
+    // One pass over the variables, both arrays in name order: they pair up (null when there are none).
+    text: `SELECT s.version, s.schema::text AS schema, v.names, v.vals
+      FROM (SELECT array_agg(name ORDER BY name) AS names, array_agg(value ORDER BY name) AS vals
+            FROM actions_variable WHERE project = $1) v
       LEFT JOIN LATERAL (${LATEST_SCHEMA}) s ON true`,
     values: [project],
   })
   const row = rows[0]
   // Values are secrets: never logged.
-  const variables = new Map((row?.names ?? []).map((name, i) => [name, row?.vals[i] ?? '']))
+  const variables = new Map((row?.names ?? []).map((name, i) => [name, row?.vals?.[i] ?? '']))
   const stored = row && row.version !== null && row.schema !== null ? { version: row.version, schema: parsedStoredSchema(row.schema) } : undefined
   return { stored, variables }
 }

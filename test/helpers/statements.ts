@@ -2,8 +2,8 @@ import type pg from 'pg'
 
 /**
  * Counts every statement sent through the pool, including those on checked-out clients (BEGIN and
- * COMMIT count too), and the named (prepared) ones by name. Tests use it to hold statements-per-event budgets (bench/statements.ts is the
- * benchmarks' own copy).
+ * COMMIT count too), and the named (prepared) ones by name. Tests use it to hold statements-per-event
+ * budgets (bench/statements.ts is the benchmarks' own copy).
  */
 export function countStatements(pool: pg.Pool): { count(): number; named(name: string): number; reset(): void } {
   let n = 0
