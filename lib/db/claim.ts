@@ -31,12 +31,29 @@ export type ClaimResult = {
   unknownTarget: ClaimedEvent[]
 }
 
-// Only what the body and the record need; timestamps formatted as a JS Date serializes (milliseconds
-// truncated, as node-postgres' Date is), the payload as text, so neither is parsed per event.
-const JS_DATE = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
+/**
+ * A timestamptz column as UTC text (`2024-02-29 23:59:59.123456`: DateStyle ISO, which node-postgres
+ * requires anyway), for {@link jsDateText}. The cast costs Postgres less than half of `to_char` (0.23
+ * against 0.55 µs a value over 120,000 rows), and a claim formats two per row.
+ */
+export const utcText = (column: string) => `(${column} AT TIME ZONE 'UTC')::text`
+
+/**
+ * {@link utcText}'s text as JSON.stringify writes the Date node-postgres reads from the column:
+ * `2024-02-29T23:59:59.123Z`, milliseconds truncated. Text of another shape (BC dates, infinity: never
+ * written by Actions, whose timestamps are the database's now()) is returned as it is.
+ */
+export function jsDateText(utc: string): string {
+  // Postgres drops trailing zeros of the fraction; with all six digits the text is a fixed layout.
+  if (utc.length === 26 && utc[10] === ' ' && utc[19] === '.') return `${utc.slice(0, 10)}T${utc.slice(11, 23)}Z`
+  const m = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?$/.exec(utc)
+  return m ? `${m[1]}T${m[2]}.${(m[3] ?? '').padEnd(3, '0').slice(0, 3)}Z` : utc
+}
+
+// Only what the body and the record need: the payload as text and the timestamps as UTC text, so
+// neither is parsed per event.
 const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at,
-  to_char(e.created_at AT TIME ZONE 'UTC', ${JS_DATE}) AS created_at, to_char(e.last_state_change AT TIME ZONE 'UTC', ${JS_DATE}) AS last_state_change,
-  e.payload::text AS payload`
+  ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload`
 
 /**
  * $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most,
@@ -131,6 +148,8 @@ export async function claimBatches(db: Queryable, project: string, targets: read
   const unknownTarget: ClaimedEvent[] = []
   const byBatch = new Map<string, { target: string; first: number; bytes: number; events: Array<{ pos: number; row: ClaimedEvent }> }>()
   for (const { first_pos, pos, bytes, ...row } of rows) {
+    row.created_at = jsDateText(row.created_at)
+    row.last_state_change = jsDateText(row.last_state_change)
     if (first_pos === null) {
       unknownTarget.push(row)
       continue

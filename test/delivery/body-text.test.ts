@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import type { ClaimedEvent } from '../../lib/events.js'
 import { eventJson, LARGE_BODY_CHARS, PayloadPathError, requestBody, requestBodyText } from '../../lib/delivery/template.js'
 import { compactJsonb } from '../../lib/delivery/jsonb.js'
+import { jsDateText, utcText } from '../../lib/db/claim.js'
 import type { WebhookTarget } from '../../lib/schema/actions.js'
 
 let db: pg.Pool
@@ -32,7 +33,7 @@ const PAYLOADS: Array<[string, string]> = [
 async function claimed(json: string, i: number): Promise<{ row: ClaimedEvent; parsed: unknown; createdAt: Date; changedAt: Date }> {
   const { rows } = await db.query<{ text: string; parsed: unknown; created: Date; created_text: string }>(
     `SELECT $1::jsonb::text AS text, $1::jsonb AS parsed, t AS created,
-            to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_text
+            ${utcText('t')} AS created_text
      FROM (SELECT $2::timestamptz AS t) x`,
     [json, `2024-02-29 23:59:59.${String(999_999 - i * 37).padStart(6, '0')}+00`],
   )
@@ -41,7 +42,7 @@ async function claimed(json: string, i: number): Promise<{ row: ClaimedEvent; pa
   const row: ClaimedEvent = {
     id: `0f8fad5b-d9cb-469f-a165-70867728950${i % 10}`, transaction_id: '7f1b6a8e-3b1c-4a55-9d63-0c3f1d2e4a10', num_retries: i,
     target: 'hook "x"', trigger: 'to_t', identity_id: null, ip_address: '10.0.0.1', user_agent: 'Mozilla/5.0 "quoted" ž',
-    visible_at: new Date(), created_at: r.created_text, last_state_change: r.created_text, payload: r.text,
+    visible_at: new Date(), created_at: jsDateText(r.created_text), last_state_change: jsDateText(r.created_text), payload: r.text,
   }
   return { row, parsed: r.parsed, createdAt: r.created, changedAt: r.created }
 }
@@ -65,11 +66,26 @@ describe('the spliced request body', () => {
     expect(eventJson(event.row)).toBe(JSON.stringify(oldShape(event)))
   })
 
-  it('formats timestamps in SQL exactly as JSON.stringify writes the Date node-postgres reads', async () => {
+  it('formats timestamps exactly as JSON.stringify writes the Date node-postgres reads', async () => {
     for (const [i] of PAYLOADS.entries()) {
       const event = await claimed('{}', i)
       expect(event.row.created_at).toBe(event.createdAt.toISOString())
     }
+  })
+
+  it.each([
+    '2024-02-29 23:59:59.999999+00', '2024-03-01 00:00:00+00', '2024-03-01 00:00:00.5+00', '2024-03-01 00:00:00.12+00',
+    '2024-03-01 00:00:00.000001+00', '2024-03-01 00:00:00.0015+00', '2024-03-01 01:30:00.25+05:30', '0999-12-31 23:59:59.9999+00',
+  ])('formats %s (Postgres drops trailing zeros of the fraction) as the Date node-postgres reads', async literal => {
+    const { rows } = await db.query<{ date: Date; text: string }>(`SELECT t AS date, ${utcText('t')} AS text FROM (SELECT $1::timestamptz AS t) x`, [literal])
+    const r = rows[0]
+    if (!r) throw new Error('no row')
+    expect(jsDateText(r.text)).toBe(r.date.toISOString())
+  })
+
+  it('leaves text of another shape as it is', () => {
+    expect(jsDateText('infinity')).toBe('infinity')
+    expect(jsDateText('0044-03-15 12:00:00 BC')).toBe('0044-03-15 12:00:00 BC')
   })
 
   it.each([
