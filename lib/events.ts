@@ -29,10 +29,15 @@ export type EventRow = {
 /**
  * An event as the claim returns it: what its wire `meta` holds, its lease, and the payload as Postgres
  * stores it (`jsonb` text, never parsed on the way: lib/delivery/template.ts splices it into the body).
- * No attempt log: it can be large and delivery never reads it. `visible_at` is the lease, the fencing
- * token of its record.
+ * No attempt log: it can be large and delivery never reads it.
  */
-export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent' | 'visible_at'> & {
+export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent'> & {
+  /**
+   * The `visible_at` the claim set, as Postgres writes a timestamptz: the lease, the fencing token of
+   * the event's record. It goes back as text and compares exact (the text holds every microsecond), so
+   * it is never parsed into a Date on the way.
+   */
+  lease: string
   /** ISO 8601 UTC with milliseconds, as JSON.stringify writes a Date. */
   created_at: string
   last_state_change: string

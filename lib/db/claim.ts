@@ -12,7 +12,7 @@ export type TargetClaimConfig = {
   maxBatches: number
 }
 
-/** Events of one target claimed together, most urgent first; each row's `visible_at` is its lease, the fencing token of its record. */
+/** Events of one target claimed together, most urgent first; each carries its lease, the fencing token of its record. */
 export type ClaimedBatch = { target: string; events: ClaimedEvent[]; /** Payload bytes, serialized: what holding the batch costs. */ bytes: number }
 
 /** What one claim may take besides its batch count. */
@@ -52,7 +52,7 @@ export function jsDateText(utc: string): string {
 
 // Only what the body and the record need: the payload as text and the timestamps as UTC text, so
 // neither is parsed per event.
-const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at,
+const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at::text AS lease,
   ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload`
 
 /**

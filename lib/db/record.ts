@@ -3,12 +3,13 @@ import { cleanText, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../text.js
 import { MAX_INT32 } from '../schema/limits.js'
 import { DEFAULT_RECORD_SETTINGS, HEALTH_UPSERT, type RecordSettings } from './health.js'
 import type { Queryable } from './pool.js'
+import { arrayLiteral } from './arrays.js'
 
 /** One attempt's outcome for one claimed event, with what the retry rule and the circuit breaker need. */
 export type AttemptRecord = {
   id: string
-  /** The `visible_at` the claim set; an event re-claimed by another dispatcher since then is not touched. */
-  lease: Date
+  /** The claim's lease (ClaimedEvent.lease); an event re-claimed by another dispatcher since then is not touched. */
+  lease: string
   /** The event's project and target: the circuit breaker keeps health per project and target. */
   project: string
   target: string
@@ -135,23 +136,25 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
   const { rows } = await db.query<RecordedRow>({
     name: 'actions_record',
     text: RECORD_SQL,
+    // Array parameters as literals built here (lib/db/arrays.ts): node-postgres' own conversion was the
+    // dearest part of preparing this statement.
     values: [
-      records.map(r => r.id),
-      records.map(r => r.lease),
-      records.map(r => r.outcome.ok),
-      records.map(r => (r.outcome.ok ? null : JSON.stringify(logEntry(r.outcome, r.durationMs)))),
+      arrayLiteral(records.map(r => r.id)),
+      arrayLiteral(records.map(r => r.lease)),
+      arrayLiteral(records.map(r => r.outcome.ok)),
+      arrayLiteral(records.map(r => (r.outcome.ok ? null : JSON.stringify(logEntry(r.outcome, r.durationMs))))),
       // Clamped into the columns' int range: a stored schema from before the limits must not make the
       // statement fail (and the attempt go uncounted) on a cast.
-      records.map(r => clampInt(r.maxAttempts, 1)),
-      records.map(r => clampInt(r.initialRepeatIntervalMs, 0)),
+      arrayLiteral(records.map(r => clampInt(r.maxAttempts, 1))),
+      arrayLiteral(records.map(r => clampInt(r.initialRepeatIntervalMs, 0))),
       MAX_BACKOFF_MS,
-      records.map(r => r.project),
-      records.map(r => r.target),
-      records.map(r => r.outcome.code ?? null),
-      records.map((r, i) => r.batch ?? -1 - i),
-      records.map(r => r.attempts),
-      retryAfter.map(ra => (ra && 'delayMs' in ra ? ra.delayMs : null)),
-      retryAfter.map(ra => (ra && 'at' in ra ? ra.at : null)),
+      arrayLiteral(records.map(r => r.project)),
+      arrayLiteral(records.map(r => r.target)),
+      arrayLiteral(records.map(r => r.outcome.code ?? null)),
+      arrayLiteral(records.map((r, i) => r.batch ?? -1 - i)),
+      arrayLiteral(records.map(r => r.attempts)),
+      arrayLiteral(retryAfter.map(ra => (ra && 'delayMs' in ra ? ra.delayMs : null))),
+      arrayLiteral(retryAfter.map(ra => (ra && 'at' in ra ? ra.at : null))),
       settings.retryAfterMaxMs,
       clampInt(settings.breakerFailures, 0),
       clampInt(settings.probeMs, 1),
@@ -191,11 +194,11 @@ export const RELEASE_SQL = `UPDATE actions_event e SET visible_at = now()
  * Hands claimed events back without an attempt (a drain stopping for time, or a lease too close to
  * its end to start a delivery): they become due now, their attempt count untouched. Fenced by lease.
  */
-export async function releaseClaims(db: Queryable, claims: ReadonlyArray<{ id: string; lease: Date }>): Promise<number> {
+export async function releaseClaims(db: Queryable, claims: ReadonlyArray<{ id: string; lease: string }>): Promise<number> {
   if (claims.length === 0) return 0
   const { rowCount } = await db.query(
     RELEASE_SQL,
-    [claims.map(c => c.id), claims.map(c => c.lease)],
+    [arrayLiteral(claims.map(c => c.id)), arrayLiteral(claims.map(c => c.lease))],
   )
   return rowCount ?? 0
 }

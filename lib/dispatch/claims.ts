@@ -206,7 +206,7 @@ export class ClaimQueue {
       this.bytes.freed(c.batch)
       this.count(this.held, c.target.name, -1)
     }
-    await releaseClaims(this.input.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+    await releaseClaims(this.input.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.lease }))))
     this.changed()
   }
 
@@ -257,7 +257,7 @@ export class ClaimQueue {
     // A claim asks only for offered targets, so there are none; if there were, their events must not
     // sit in processing until their leases end.
     if (strays.length > 0) {
-      await releaseClaims(this.input.db, strays.flatMap(b => b.events.map(e => ({ id: e.id, lease: e.visible_at }))))
+      await releaseClaims(this.input.db, strays.flatMap(b => b.events.map(e => ({ id: e.id, lease: e.lease }))))
       this.changed()
     }
     // A target at its cap, or a claim cut at `want`, may hide more due events behind it.

@@ -44,7 +44,7 @@ export async function deliverBatch({ deps, project, claimed: { batch, target }, 
   }
   const records = batch.events.map((e: ClaimedEvent): AttemptRecord => ({
     id: e.id,
-    lease: e.visible_at,
+    lease: e.lease,
     project, target: target.name, attempts: e.num_retries,
     outcome: outcomes.get(e.id) ?? { ok: false, errorMessage: 'Internal error' },
     durationMs,

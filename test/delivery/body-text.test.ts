@@ -42,7 +42,7 @@ async function claimed(json: string, i: number): Promise<{ row: ClaimedEvent; pa
   const row: ClaimedEvent = {
     id: `0f8fad5b-d9cb-469f-a165-70867728950${i % 10}`, transaction_id: '7f1b6a8e-3b1c-4a55-9d63-0c3f1d2e4a10', num_retries: i,
     target: 'hook "x"', trigger: 'to_t', identity_id: null, ip_address: '10.0.0.1', user_agent: 'Mozilla/5.0 "quoted" ž',
-    visible_at: new Date(), created_at: jsDateText(r.created_text), last_state_change: jsDateText(r.created_text), payload: r.text,
+    lease: '2024-03-01 00:00:00+00', created_at: jsDateText(r.created_text), last_state_change: jsDateText(r.created_text), payload: r.text,
   }
   return { row, parsed: r.parsed, createdAt: r.created, changedAt: r.created }
 }
