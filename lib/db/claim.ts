@@ -126,13 +126,13 @@ export const CLAIM_SQL = `WITH cfg AS (
  * the most urgent due event (priority desc, then due time) plus up to batchSize − 1 more due events of
  * the same target, then the most urgent event left, and so on. Rows are locked with SKIP LOCKED so
  * concurrent dispatchers never claim the same event, and the statement commits on its own, so no lock
- * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond,
- * so the value read back is an exact fencing token). Due events of targets missing from the schema are
- * failed terminally in the same statement (upstream's rule: the attempt counts, no request is made).
- * Events of `limits.waiting` targets are left as they are, and so are those of targets the circuit
- * breaker paused (lib/db/health.ts), except one probe batch once the target's `probe_at` is due; a
- * target gets at most its `maxBatches`. Batches stop before their payload bytes
- * would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`.
+ * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond),
+ * returned as Postgres' text: the lease, the record's exact fencing token. Due events of targets
+ * missing from the schema are failed terminally in the same statement (upstream's rule: the attempt
+ * counts, no request is made). Events of `limits.waiting` targets are left as they are, and so are
+ * those of targets the circuit breaker paused (lib/db/health.ts), except one probe batch once the
+ * target's `probe_at` is due; a target gets at most its `maxBatches`. Batches stop before their payload
+ * bytes would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`.
  */
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {
   const window = maxBatches * Math.max(1, ...targets.map(t => t.batchSize))
