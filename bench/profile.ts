@@ -64,12 +64,14 @@ async function main(): Promise<void> {
       const elu0 = performance.eventLoopUtilization()
       const usage0 = process.cpuUsage()
       const switches0 = await contextSwitches()
+      const main0 = await mainThreadMicros()
       const t0 = now()
       const result = await drainProject(actions.deps, project(batchSize), { remainingMs: () => Infinity, onBatch: b => { posts.push(b.durationMs) } })
       const seconds = (now() - t0) / 1000
       const elu = performance.eventLoopUtilization(elu0)
       const usage = process.cpuUsage(usage0)
       const switches1 = await contextSwitches()
+      const main1 = await mainThreadMicros()
       const allocated = await allocations?.()
       const cpuProfile = await profiler?.()
       const waited = await waits.stop()
@@ -79,6 +81,10 @@ async function main(): Promise<void> {
       console.log(`CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`)
       // All of this process's threads (GC helpers included), split by where the time went.
       console.log(`Dispatcher CPU per event: ${((usage.user + usage.system) / result.succeeded).toFixed(1)} µs (user ${(usage.user / result.succeeded).toFixed(1)}, system ${(usage.system / result.succeeded).toFixed(1)})`)
+      if (main0 !== undefined && main1 !== undefined) {
+        const mainUs = (main1 - main0) / result.succeeded
+        console.log(`  of which the event loop thread ${mainUs.toFixed(1)} µs, other threads (GC helpers, libuv, the profiler) ${((usage.user + usage.system) / result.succeeded - mainUs).toFixed(1)} µs`)
+      }
       // Involuntary switches: the event loop's thread preempted, mostly by a process its own write woke
       // (the receiver, a Postgres backend) on the same core: the time shows up as socket writes.
       if (switches0 && switches1) console.log(`Event loop thread context switches per event: ${((switches1.voluntary - switches0.voluntary) / result.succeeded).toFixed(2)} voluntary, ${((switches1.involuntary - switches0.involuntary) / result.succeeded).toFixed(2)} involuntary (preempted)`)
@@ -177,6 +183,15 @@ async function startProfiler(): Promise<(() => Promise<CpuProfile>) | undefined>
     session.disconnect()
     return profile
   }
+}
+
+/** The main thread's CPU time so far, µs (Linux: utime + stime of /proc/<pid>/task/<pid>/stat; undefined elsewhere). */
+async function mainThreadMicros(): Promise<number | undefined> {
+  const stat = await readFile(`/proc/${process.pid}/task/${process.pid}/stat`, 'utf8').catch(() => undefined)
+  // Fields after the command name (which may hold spaces) start at field 3; utime and stime are fields 14 and 15.
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const ticks = Number(fields?.[11]) + Number(fields?.[12])
+  return Number.isFinite(ticks) ? ticks * 10_000 : undefined
 }
 
 /** The main thread's context switches so far (Linux; undefined elsewhere). */
