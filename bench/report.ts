@@ -43,6 +43,11 @@ export function report({ scenarios, results, header }: Report): string {
     return rs[Math.floor((rs.length - 1) / 2)]
   }
   const pgPerThousand = (r: RunResult | undefined) => (r && r.delivered > 0 ? (r.cpu.postgresMs / r.delivered) * 1000 : undefined)
+  // The contender's own CPU per event (the bench process and any dispatch children), from its share of one core.
+  const benchPerEvent = (key: string) => {
+    const r = medianRun(key)
+    return r && r.delivered > 0 ? (r.cpu.bench / 100) * 1e6 / eventsPerSecond(r) : undefined
+  }
 
   const main = table(
     ['contender', 'scenario', 'events/s median', 'min', 'max', 'duplicates', 'all delivered', 'stmts/event'],
@@ -82,12 +87,12 @@ export function report({ scenarios, results, header }: Report): string {
 
   // Only the latency rows run a producer (their load, SQS emulator and event source poller, bench/producer.ts).
   const cpu = table(
-    ['scenario', 'bench + dispatchers', 'receiver', 'producer', 'postgres', 'pg CPU ms / 1,000 events', 'whole machine'],
+    ['scenario', 'bench + dispatchers', 'receiver', 'producer', 'postgres', 'bench µs / event', 'pg CPU ms / 1,000 events', 'whole machine'],
     scenarios.map(s => {
       const r = medianRun(s.key)
       const pct = (v: number | undefined) => (r && v !== undefined ? `${v}%` : '-')
       return [`${s.contender}: ${s.scenario}`, pct(r?.cpu.bench), pct(r?.cpu.receiver), pct(s.kind === 'latency' ? r?.cpu.producer : undefined), pct(r?.cpu.postgres),
-        dec(pgPerThousand(r), 0), pct(r?.cpu.machine)]
+        dec(benchPerEvent(s.key), 0), dec(pgPerThousand(r), 0), pct(r?.cpu.machine)]
     }),
   )
 
@@ -101,9 +106,37 @@ export function report({ scenarios, results, header }: Report): string {
     ...(latency ? ['Enqueue-to-delivery latency (events enqueued with their time in values.t, measured at the receiver):', latency, ''] : []),
     `CPU while measured (median round), % of one core; this machine's total is ${cpus().length * 100}%:`, cpu, '',
     ...targets(scenarios, eps, stmts, latencyP99),
+    ...perCpu(scenarios, eps, benchPerEvent, key => pgPerThousand(medianRun(key))),
     ...(notes.length ? ['', 'Runs that fell short:', ...notes] : []),
     '',
   ].join('\n')
+}
+
+/**
+ * The batchSize 1 comparisons per CPU spent instead of per second (informational, no PASS/FAIL): on a
+ * box where the contender, the receiver and Postgres share a few cores, events/s also measures how they
+ * preempt each other, which a deployed dispatcher (cores of its own) does not pay. Here each side's
+ * cost is its own CPU per event: the contender's process, and Postgres for its statements.
+ */
+function perCpu(scenarios: Scenario[], eps: (key: string) => { median: number }, benchUs: (key: string) => number | undefined, pgUs: (key: string) => number | undefined): string[] {
+  const has = (key: string) => scenarios.some(s => s.key === key)
+  const best = scenarios.filter(s => s.peer).map(s => ({ s, v: eps(s.key).median })).filter(p => Number.isFinite(p.v)).sort((a, b) => b.v - a.v)[0]
+  const ours = benchUs('actions-b1')
+  const ourPg = pgUs('actions-b1')
+  if (!has('actions-b1') || ours === undefined || ourPg === undefined) return []
+  const lines = ['', 'Per CPU spent (informational, not a target; % of one core over events/s, median round):']
+  lines.push(`  batchSize 1: ${dec(ours, 0)} µs of dispatcher CPU and ${dec(ourPg, 0)} µs of Postgres CPU per event`)
+  const ceiling = has('bare') ? benchUs('bare') : undefined
+  if (ceiling !== undefined) {
+    lines.push(`  ceiling client: ${dec(ceiling, 0)} µs per POST; per dispatcher CPU-second batchSize 1 delivers ${dec(ceiling / ours)}x the ceiling's POSTs (the events/s target asks ${TARGETS.b1CeilingRatio}x)`)
+  }
+  const peerUs = best ? benchUs(best.s.key) : undefined
+  const peerPg = best ? pgUs(best.s.key) : undefined
+  if (best && peerUs !== undefined && peerPg !== undefined) {
+    lines.push(`  best peer (${best.s.contender} ${best.s.scenario}): ${dec(peerUs, 0)} µs of its own and ${dec(peerPg, 0)} µs of Postgres CPU per event; ` +
+      `together ${dec((peerUs + peerPg) / (ours + ourPg))}x what batchSize 1 spends (the events/s target asks ${TARGETS.b1PeerRatio}x)`)
+  }
+  return lines
 }
 
 function targets(scenarios: Scenario[], eps: (key: string) => { median: number }, stmts: (key: string) => number | undefined, p99: (key: string) => number): string[] {
