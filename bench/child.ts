@@ -24,16 +24,20 @@ export type Child<Request extends { type: string; id: number }, Reply extends Me
 const START_TIMEOUT_MS = 20_000
 const REPLY_TIMEOUT_MS = 10_000
 
+// Run from bench/build.ts' bundle (`npm run bench`), this module is part of an .mjs entry point, and
+// each child's bundle lies beside it; run under tsx (`npx tsx bench/...`), children run under tsx too.
+const BUNDLED = import.meta.url.endsWith('.mjs')
+
 /**
- * Forks a bench script under tsx (the child runs TypeScript the way the parent does: through tsx's
- * loader, resolved from here). `onNotice` sees every message first; the messages it does not take
+ * Forks a bench script the way the parent runs: its bundle beside the parent's (`x.ts` → `x.mjs`), or
+ * under tsx (through tsx's loader, resolved from here). `onNotice` sees every message first; the messages it does not take
  * (returns false) and that carry an id answer the request with that id. `label` names the child in errors.
  */
 export function forkChild<Request extends { type: string; id: number }, Reply extends Message>(
   script: URL, env: Record<string, string>, label: string, onNotice: (m: Reply) => boolean = () => false,
 ): Child<Request, Reply> {
-  const child = fork(fileURLToPath(script), [], {
-    execArgv: ['--import', import.meta.resolve('tsx')],
+  const child = fork(fileURLToPath(BUNDLED ? new URL(script.href.replace(/\.ts$/, '.mjs')) : script), [], {
+    execArgv: BUNDLED ? ['--enable-source-maps'] : ['--import', import.meta.resolve('tsx')],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })

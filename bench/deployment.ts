@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { repoFile } from './repo.js'
 
 /** The dispatch event source as serverless.yml deploys it (its default params). */
 export type EventSource = {
@@ -16,7 +17,7 @@ export type EventSource = {
  * Reads the event source's settings from serverless.yml's params, so the latency runs use what the
  * deployment uses rather than a copy that could drift. Only plain numeric `name: value` lines are read.
  */
-export function deployedEventSource(file = new URL('../serverless.yml', import.meta.url)): EventSource {
+export function deployedEventSource(file = repoFile('serverless.yml')): EventSource {
   const text = readFileSync(file, 'utf8')
   const param = (name: string): number => {
     const m = new RegExp(`^\\s+${name}:\\s*(\\d+)\\s*$`, 'm').exec(text)

@@ -12,6 +12,7 @@ import { cpus, totalmem } from 'node:os'
 import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
 import pg from 'pg'
+import { repoFile } from './repo.js'
 import { setupActions } from './actions.js'
 import { BARE_LABEL, setupBareClient } from './bare.js'
 import { createCpuMeter } from './cpu.js'
@@ -177,7 +178,7 @@ async function main(): Promise<void> {
 function runtimeNote(): string[] {
   let deployed: string | undefined
   try {
-    deployed = readFileSync(new URL('../.nvmrc', import.meta.url), 'utf8').trim().replace(/^v/, '').split('.')[0]
+    deployed = readFileSync(repoFile('.nvmrc'), 'utf8').trim().replace(/^v/, '').split('.')[0]
   } catch {
     return ['NOTE: .nvmrc could not be read, so whether this Node is the deployment\'s is unknown (bench/README.md).']
   }
