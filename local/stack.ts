@@ -36,6 +36,11 @@ export type LocalStackOptions = {
   onBatch?: DrainOptions['onBatch']
   /** Where the functions' log lines go (default: stdout, as in Lambda). */
   logSink?: Sink
+  /**
+   * How long a request may take to arrive, headers and body (default {@link REQUEST_TIMEOUT_MS}): a
+   * client that stops sending mid-request gets a 408 and its connection closed, instead of holding it.
+   */
+  requestTimeoutMs?: number
 }
 
 export type LocalStack = {
@@ -132,7 +137,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     let lastGauges = createSweeperGauges().registry
     const sweeper = createSweeper(() => deps, { onSweep: result => { lastGauges = result.gauges.registry } })
     const sweep = () => sweeper({}, lambdaContext('sweeper', 55_000))
-    const server = await listen(opts.port ?? 3000, deps.log, async (req, res) => {
+    const server = await listen(opts.port ?? 3000, opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS, deps.log, async (req, res) => {
       const path = new URL(req.url ?? '/', 'http://local').pathname
       if (req.method === 'POST' && path === '/enqueue') return reply(res, 200, await enqueue(await readJson(req), lambdaContext('enqueue', 30_000)))
       const schemaPath = /^\/schema\/([^/]+)$/.exec(path)
@@ -216,9 +221,16 @@ class RequestError extends Error {
 
 /** Largest request body, as Lambda's synchronous invoke payload limit. */
 const MAX_BODY_BYTES = 6 * 1024 * 1024
+/** Time a request may take to arrive by default (Node's own default is 5 minutes). */
+export const REQUEST_TIMEOUT_MS = 30_000
 
-function listen(port: number, log: Logger, handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Promise<Server> {
-  const server = createServer((req, res) => {
+function listen(port: number, requestTimeoutMs: number, log: Logger, handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Promise<Server> {
+  // Node checks the timeouts every connectionsCheckingInterval (30 s by default): often enough that a
+  // stalled request is cut within a quarter of its timeout past it.
+  const server = createServer({
+    requestTimeout: requestTimeoutMs, headersTimeout: requestTimeoutMs,
+    connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(requestTimeoutMs / 4))),
+  }, (req, res) => {
     handle(req, res).catch((error: unknown) => {
       const route = `${req.method ?? ''} ${routeOf(req.url)}`
       const refused = refusal(error)
@@ -260,6 +272,7 @@ function routeOf(url: string | undefined): string {
 }
 
 function reply(res: ServerResponse, status: number, body: unknown): void {
+  if (res.destroyed) return
   if (res.headersSent) return void res.end()
   res.writeHead(status, { 'content-type': 'application/json' })
   res.end(JSON.stringify(body))
@@ -285,11 +298,17 @@ function cutShortWhen(stop: () => boolean, context: Context): Context {
 async function readJson(req: IncomingMessage): Promise<unknown> {
   let size = 0
   const chunks: Buffer[] = []
-  for await (const c of req) {
-    const buf = Buffer.from(c)
-    size += buf.length
-    if (size > MAX_BODY_BYTES) throw new RequestError(413, 'request body over 6 MB (the Lambda invoke limit)')
-    chunks.push(buf)
+  try {
+    for await (const c of req) {
+      const buf = Buffer.from(c)
+      size += buf.length
+      if (size > MAX_BODY_BYTES) throw new RequestError(413, 'request body over 6 MB (the Lambda invoke limit)')
+      chunks.push(buf)
+    }
+  } catch (e) {
+    // The server cut it at its time limit (and answered 408 itself), or the client went away.
+    if (req.destroyed && !(e instanceof RequestError)) throw new RequestError(408, 'request stopped arriving (time limit, or the client went away)')
+    throw e
   }
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'))

@@ -1,6 +1,8 @@
 // The local stack's HTTP edge and listeners: bad input gets a 4xx and a logged reason, never a 500,
 // and nothing listens beyond 127.0.0.1.
 import { readFile } from 'node:fs/promises'
+import { connect } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalStack, type LocalStack } from '../../local/stack.js'
 import { freshDatabase } from '../helpers/db.js'
@@ -11,12 +13,35 @@ import { TX } from '../fixtures/schemas.js'
 let db: Awaited<ReturnType<typeof freshDatabase>>
 let stack: LocalStack
 let logs: CapturedLogs
+// Short here, so a request that stops arriving is cut within the test; Node checks every quarter of it.
+const REQUEST_TIMEOUT_MS = 2_000
+
+/** Sends `parts` over a raw connection (a number waits that many ms) and reads until the server closes it. */
+async function rawRequest(parts: Array<string | number>): Promise<{ text: string; ms: number }> {
+  const socket = connect(Number(new URL(stack.url).port), '127.0.0.1')
+  let text = ''
+  socket.setEncoding('utf8').on('data', (d: string) => { text += d })
+  const closed = new Promise<void>(resolve => socket.once('close', () => resolve()))
+  socket.on('error', () => {})
+  const start = performance.now()
+  for (const p of parts) {
+    if (typeof p === 'number') await sleep(p)
+    else socket.write(p)
+  }
+  const ended = await Promise.race([closed.then(() => true), sleep(REQUEST_TIMEOUT_MS * 4).then(() => false)])
+  socket.destroy()
+  if (!ended) throw new Error('the server neither answered nor closed the connection')
+  return { text, ms: performance.now() - start }
+}
 
 beforeAll(async () => {
   db = await freshDatabase()
   const capture = logCapture()
   logs = capture.captureLogs()
-  stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn', MAX_TARGET_TIMEOUT_MS: '90000' }, port: 0, sweepIntervalMs: 3_600_000, logSink: capture.sink })
+  stack = await startLocalStack({
+    env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn', MAX_TARGET_TIMEOUT_MS: '90000' }, port: 0, sweepIntervalMs: 3_600_000, logSink: capture.sink,
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+  })
 })
 afterAll(async () => {
   await stack.stop()
@@ -30,6 +55,22 @@ async function send(method: string, path: string, body?: string | Uint8Array): P
 }
 
 describe('the local stack\'s HTTP endpoint', () => {
+  it('answers 408 and closes a request that stops arriving, at its time limit and not before', async () => {
+    const head = (length: number) => `POST /enqueue HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${length}\r\n\r\n`
+    logs.lines.length = 0
+    // Half of the body, then nothing.
+    const stalled = await rawRequest([head(10), '{"proj'])
+    expect(stalled.text).toMatch(/^HTTP\/1\.1 408 /)
+    expect(stalled.ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50)
+    expect(stalled.ms).toBeLessThan(REQUEST_TIMEOUT_MS * 2)
+    expect(logs.records().filter(r => r.level === 'error')).toEqual([])
+    expect(logs.records().filter(r => r.msg === 'Refused a local request')).toMatchObject([{ level: 'warn', status: 408 }])
+    // Slow but complete within the limit: the handler gets it (an invalid enqueue: 400, not 408).
+    const body = '{"project":"p"}'
+    const slow = await rawRequest([head(body.length), body.slice(0, 5), REQUEST_TIMEOUT_MS / 2, body.slice(5)])
+    expect(slow.text).toMatch(/^HTTP\/1\.1 400 /)
+  })
+
   it('answers bad requests with a 4xx and logs the reason without quoting the body', async () => {
     const secret = 'https://hooks.example/SECRET-TOKEN'
     const cases: Array<[string, string, string | Uint8Array | undefined, number]> = [
