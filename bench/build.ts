@@ -3,7 +3,7 @@
  * under tsx: the dispatch Lambda runs an esbuild bundle (serverless.yml, `custom.esbuild`), and tsx
  * compiles with `keepNames`, which wraps every function the code creates at run time in a
  * `defineProperty` call (`__name`). Under tsx, batchSize 1 cost the dispatcher ~10% more CPU per event
- * (bench/README.md, "What the bench runs"). Only our code is bundled, with the deployment's settings
+ * (bench/README.md: "What runs", "Fifth session"). Only our code is bundled, with the deployment's settings
  * (ES module, Node 22, no minifying); packages load from node_modules as they do for every contender.
  * The bench's children (receiver, dispatcher, producer) are entry points too: bench/child.ts forks
  * their bundles when it runs from one. The bundles lie two levels below the root, as lib/db does, so
@@ -13,7 +13,7 @@
 import { build } from 'esbuild'
 import { fileURLToPath } from 'node:url'
 
-export const BUILD_DIR = fileURLToPath(new URL('../.bench-build/', import.meta.url))
+const BUILD_DIR = fileURLToPath(new URL('../.bench-build/', import.meta.url))
 const ENTRIES = ['run', 'receiver', 'dispatcher', 'producer'].map(name => fileURLToPath(new URL(`./${name}.ts`, import.meta.url)))
 
 await build({

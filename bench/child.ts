@@ -30,8 +30,9 @@ const BUNDLED = import.meta.url.endsWith('.mjs')
 
 /**
  * Forks a bench script the way the parent runs: its bundle beside the parent's (`x.ts` → `x.mjs`), or
- * under tsx (through tsx's loader, resolved from here). `onNotice` sees every message first; the messages it does not take
- * (returns false) and that carry an id answer the request with that id. `label` names the child in errors.
+ * under tsx (through tsx's loader, resolved from here). `onNotice` sees every message first; the
+ * messages it does not take (returns false) and that carry an id answer the request with that id.
+ * `label` names the child in errors.
  */
 export function forkChild<Request extends { type: string; id: number }, Reply extends Message>(
   script: URL, env: Record<string, string>, label: string, onNotice: (m: Reply) => boolean = () => false,
