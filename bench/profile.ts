@@ -16,6 +16,8 @@ import { Session } from 'node:inspector/promises'
 import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
 import pg from 'pg'
+import { CLAIM_SQL } from '../lib/db/claim.js'
+import { RECORD_OK_SQL, RECORD_SQL, RELEASE_SQL } from '../lib/db/record.js'
 import { drainProject } from '../lib/dispatch/drain.js'
 import { project, setupActions } from './actions.js'
 import { now } from './clock.js'
@@ -120,7 +122,7 @@ function sampleWaits(admin: pg.Client, database: string) {
          FROM pg_stat_activity WHERE datname = $1 AND state = 'active'`, [database])
       samples++
       for (const r of rows) {
-        const key = `${r.w.padEnd(28)} ${r.q.includes('WITH cfg') ? 'claim' : r.q.startsWith('UPDATE actions_event e SET num') ? 'record' : r.q}`
+        const key = `${r.w.padEnd(28)} ${r.q.includes('WITH cfg') ? 'claim' : r.q.startsWith('WITH u AS') || r.q.startsWith('WITH ev AS') ? 'record' : r.q}`
         counts.set(key, (counts.get(key) ?? 0) + 1)
       }
       await new Promise(resolve => setTimeout(resolve, 5))
@@ -262,9 +264,9 @@ function instrument(pool: pg.Pool, out: Timing[]): void {
 }
 
 function classify(sql: string): string {
-  if (sql.includes('WITH cfg AS')) return 'claim'
-  if (sql.includes('FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[]')) return 'record'
-  if (sql.includes('FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)')) return 'release'
+  if (sql === CLAIM_SQL) return 'claim'
+  if (sql === RECORD_SQL || sql === RECORD_OK_SQL) return 'record'
+  if (sql === RELEASE_SQL) return 'release'
   return 'other'
 }
 

@@ -57,32 +57,37 @@ export const CLAIM_HEALTH_CTES = `probing AS (
  * - `pause`: it failed and crossed the threshold, or an event would otherwise have failed terminally;
  * - `keep`: nothing changes in the pause (operator pauses are left to operators).
  */
-const MODE = `(CASE
+/** Where the record statements pass the breaker's settings: parameter references such as `$16`. */
+export type HealthParams = { threshold: string; probe: string; probeCap: string }
+
+const mode = ({ threshold }: HealthParams) => `(CASE
     WHEN excluded.failing_since IS NULL THEN CASE WHEN h.paused_reason = 'failures' THEN 'resume' ELSE 'keep' END
-    WHEN $16::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
+    WHEN ${threshold}::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
     WHEN excluded.paused_reason = 'gone' THEN CASE WHEN h.paused_reason = 'gone' THEN 'keep' ELSE 'gone' END
     WHEN h.paused_reason = 'failures' THEN 'backoff'
     WHEN h.paused_reason IS NOT NULL THEN 'keep'
-    WHEN excluded.paused_reason = 'failures' OR h.consecutive_failures + excluded.consecutive_failures >= $16::int THEN 'pause'
+    WHEN excluded.paused_reason = 'failures' OR h.consecutive_failures + excluded.consecutive_failures >= ${threshold}::int THEN 'pause'
     ELSE 'keep' END)`
-const PROBE = `$17::int`
-const DOUBLED = `least(coalesce(h.probe_interval_ms, ${PROBE})::bigint * 2, $18::int)::int`
 
 /**
- * The record statement's health upsert over `seen` (per project and target: down, gone, failed
+ * A record statement's health upsert over `seen` (per project and target: down, gone, failed
  * batches, held, known). A target with no row that answered writes nothing; a healthy row is not
  * rewritten by a success. A failure run starts at the earliest failure recorded (least()), so a
- * statement that commits late cannot start the run after an event's own first failure.
- * $16 threshold, $17 first probe interval (ms), $18 probe interval cap (ms).
+ * statement that commits late cannot start the run after an event's own first failure. `p` names the
+ * parameters holding the threshold, the first probe interval (ms) and the probe interval cap (ms).
  */
-export const HEALTH_UPSERT = `health AS (
+export function healthUpsert(p: HealthParams): string {
+  const MODE = mode(p)
+  const PROBE = `${p.probe}::int`
+  const DOUBLED = `least(coalesce(h.probe_interval_ms, ${PROBE})::bigint * 2, ${p.probeCap}::int)::int`
+  return `health AS (
     INSERT INTO actions_target_health AS h
       (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, updated_at)
     SELECT project, target, CASE WHEN down THEN batches ELSE 0 END, CASE WHEN down THEN now() END,
            CASE WHEN pause IS NOT NULL THEN now() END, pause,
            CASE WHEN pause = 'failures' THEN now() + ${PROBE} * interval '1 millisecond' END,
            CASE WHEN pause = 'failures' THEN ${PROBE} END, now()
-    FROM (SELECT *, CASE WHEN $16::int = 0 THEN NULL WHEN gone THEN 'gone' WHEN down AND (held OR batches >= $16::int) THEN 'failures' END AS pause FROM seen) s
+    FROM (SELECT *, CASE WHEN ${p.threshold}::int = 0 THEN NULL WHEN gone THEN 'gone' WHEN down AND (held OR batches >= ${p.threshold}::int) THEN 'failures' END AS pause FROM seen) s
     WHERE down OR known
     ON CONFLICT (project, target) DO UPDATE SET
       consecutive_failures = CASE WHEN excluded.failing_since IS NULL THEN 0 ELSE h.consecutive_failures + excluded.consecutive_failures END,
@@ -98,6 +103,10 @@ export const HEALTH_UPSERT = `health AS (
     WHERE excluded.failing_since IS NOT NULL OR h.consecutive_failures > 0 OR h.paused_reason = 'failures'
     RETURNING h.project, h.target, h.paused_reason
   )`
+}
+
+/** RECORD_SQL's health upsert: $16 threshold, $17 first probe interval (ms), $18 probe interval cap (ms). */
+export const HEALTH_UPSERT = healthUpsert({ threshold: '$16', probe: '$17', probeCap: '$18' })
 
 /** A target's health row, as tests and operators read it. */
 export type TargetHealth = {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
+import { RECORD_OK_SQL, RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
 import { freshDatabase } from '../helpers/db.js'
 
 // The bench's shape: a modest table analyzed while nothing was claimed, then hundreds of events in flight.
@@ -42,6 +42,7 @@ function updateNode(plan: string): string {
 describe('recording many outcomes on a table analyzed while nothing was claimed', () => {
   it.each([
     ['record', () => plan(RECORD_SQL, recordParams())],
+    ['record of successes', () => plan(RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true])],
     ['release', () => plan(RELEASE_SQL, [ids, leases])],
   ])('plans the %s statement without a nested loop over the outcomes', async (_, explain) => {
     const p = updateNode(await explain())

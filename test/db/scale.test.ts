@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
-import { RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
+import { RECORD_OK_SQL, RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
 import { deleteResolvedSql, DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../../lib/db/backlog.js'
 import { PROGRESS_TOUCH_SQL } from '../../lib/db/progress.js'
 import { freshDatabase } from '../helpers/db.js'
@@ -62,6 +62,7 @@ describe('sweeper and claim statements at scale', () => {
         ids.map(() => 'p'), ids.map(() => 't'), ids.map(() => 200), ids.map((_, i) => i), ids.map(() => 0), ids.map(() => null), ids.map(() => null),
         // Its settings, and the dispatch progress the statement also writes.
         3_600_000, 5, 30_000, 900_000, 0, true]],
+      [RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true]],
       [RELEASE_SQL, [ids, leases]],
     ] as const) {
       const p = await plan(sql, [...params])
