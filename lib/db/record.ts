@@ -129,8 +129,8 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
 
 /**
  * RECORD_SQL for outcomes that are all successes, the usual case, without its per-row machinery
- * (thirteen arrays, a window per target, the retry and breaker rules per row), which made a third of
- * its cost (bench/README.md, "Claim and record at 800 rows"). What it does is RECORD_SQL's for a
+ * (thirteen arrays, a window per target, the retry and breaker rules per row), a quarter to a third
+ * of its cost (bench/README.md, "Claim and record at 800 rows"). What it does is RECORD_SQL's for a
  * success: `succeed`, the attempt counted, the log untouched; each target answered, so a target with a
  * health row has its failure run reset and a pause for failures lifted (a success writes no new row).
  * $1 ids, $2 leases, $3 projects and $4 targets (the pairs recorded), $5 breaker threshold, $6 first
