@@ -48,6 +48,9 @@ export const CLAIM_HEALTH_CTES = `probing AS (
     WHERE project = $1 AND paused_at IS NOT NULL AND target NOT IN (SELECT target FROM probing)
   )`
 
+/** Where the record statements pass the breaker's settings: parameter references such as `$16`. */
+export type HealthParams = { threshold: string; probe: string; probeCap: string }
+
 /**
  * How the recorded attempts move a target's health (in the record statement; `excluded` is what this
  * statement saw of the target, `h` its row as it is now):
@@ -57,9 +60,6 @@ export const CLAIM_HEALTH_CTES = `probing AS (
  * - `pause`: it failed and crossed the threshold, or an event would otherwise have failed terminally;
  * - `keep`: nothing changes in the pause (operator pauses are left to operators).
  */
-/** Where the record statements pass the breaker's settings: parameter references such as `$16`. */
-export type HealthParams = { threshold: string; probe: string; probeCap: string }
-
 const mode = ({ threshold }: HealthParams) => `(CASE
     WHEN excluded.failing_since IS NULL THEN CASE WHEN h.paused_reason = 'failures' THEN 'resume' ELSE 'keep' END
     WHEN ${threshold}::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
