@@ -172,13 +172,14 @@ export const RECORD_OK_SQL = `WITH ev AS (
 export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[], settings: RecordSettings = DEFAULT_RECORD_SETTINGS, { progress = false }: { progress?: boolean } = {}): Promise<RecordedRow[]> {
   if (records.length === 0) return []
   if (records.every(r => r.outcome.ok)) {
-    const pairs = new Map(records.map(r => [`${r.project}\u0000${r.target}`, r]))
+    // One record per project and target: the statement only needs the pairs.
+    const pairs = [...new Map(records.map(r => [`${r.project}\u0000${r.target}`, r])).values()]
     const { rows } = await db.query<RecordedRow>({
       name: 'actions_record_ok',
       text: RECORD_OK_SQL,
       values: [
         arrayLiteral(records.map(r => r.id)), arrayLiteral(records.map(r => r.lease)),
-        arrayLiteral([...pairs.values()].map(r => r.project)), arrayLiteral([...pairs.values()].map(r => r.target)),
+        arrayLiteral(pairs.map(r => r.project)), arrayLiteral(pairs.map(r => r.target)),
         clampInt(settings.breakerFailures, 0), clampInt(settings.probeMs, 1), clampInt(settings.probeMaxMs, 1), progress,
       ],
     })
