@@ -20,7 +20,11 @@ const selectionNode: z.ZodType<SelectionNode> = z.lazy(() => z.array(z.union([z.
 const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 /** A URL whose scheme and host come from a variable can only be checked once it is substituted. */
 const STARTS_WITH_VARIABLE = /^\{\{/
-const HTTP_SCHEME = /^https?:\/\//i
+/** An http(s) URL's authority (credentials, host, port): up to the path, query or fragment (`\\` is `/` in http URLs). */
+const HTTP_AUTHORITY = /^https?:\/\/([^/?#\\]*)/i
+/** A `{{NAME}}` placeholder as substitution matches it (lib/delivery/template.ts); anything else stays text. */
+const PLACEHOLDER = /\{\{[A-Za-z0-9_]+\}\}/
+const PLACEHOLDERS = new RegExp(PLACEHOLDER.source, 'g')
 /** The engine's own variable syntax (README: The delivery contract). */
 const VARIABLE_REFERENCE = /^\{\{[A-Za-z0-9_]+\}\}$/
 
@@ -168,14 +172,17 @@ function triggerBounds(key: string, trigger: Trigger): string[] {
   return problems
 }
 
-// Placeholders later in the URL (path, query, credentials) are replaced by a harmless letter to parse the rest.
+// Only what holds before substitution: an http(s) scheme, and (when no variable is part of the
+// authority) a URL that parses with its path and query placeholders replaced by a harmless letter. A
+// variable in the host, port or credentials may hold anything valid there (a port number, an IPv6
+// address, `user:pass`), so such a URL is parsed only after substitution, at dispatch (addressTarget),
+// where an invalid one fails its attempt without a request.
 function validHttpUrl(url: string): boolean {
-  if (!HTTP_SCHEME.test(url)) return false
-  const afterScheme = url.replace(HTTP_SCHEME, '')
-  // A host that is itself a variable is checked after substitution, at dispatch.
-  if (afterScheme.startsWith('{{')) return true
+  const authority = HTTP_AUTHORITY.exec(url)?.[1]
+  if (authority === undefined) return false
+  if (PLACEHOLDER.test(authority)) return true
   try {
-    const parsed = new URL(url.replace(/\{\{[^}]*\}\}/g, 'x'))
+    const parsed = new URL(url.replace(PLACEHOLDERS, 'x'))
     return (parsed.protocol === 'http:' || parsed.protocol === 'https:') && parsed.hostname !== ''
   } catch {
     return false

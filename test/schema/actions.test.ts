@@ -30,6 +30,26 @@ describe('actions schema validation', () => {
     })
   }
 
+  it('accepts a variable anywhere in an http(s) URL: port, host, part of the host, credentials, path and query', () => {
+    for (const url of ['http://127.0.0.1:{{PORT}}/hook', 'https://{{HOST}}:{{PORT}}', 'https://hooks.{{DOMAIN}}/in', 'http://[{{IPV6}}]:8080/',
+      'https://{{USER}}:{{PASS}}@h.example/x', 'https://h.example/{{PATH}}/in?token={{TOKEN}}', '{{URL}}', '{{BASE}}/hook']) {
+      expect(parseActionsSchema(sampleSchema({ hook: { url } })).targets.hook?.url).toBe(url)
+    }
+  })
+
+  it('still refuses a URL that cannot become http(s), or whose fixed host or port is invalid', () => {
+    for (const url of ['ftp://{{HOST}}/x', 'mailto:{{ADDRESS}}', 'h.example/{{PATH}}', 'http://bad host/{{PATH}}', 'http://h.example:99999/{{PATH}}', 'http://{{ host }}/x']) {
+      const err = (() => { try { parseActionsSchema(sampleSchema({ hook: { url } })) } catch (e) { return e } })()
+      expect(err, url).toBeInstanceOf(SchemaValidationError)
+      expect(String(err)).toContain('targets.hook.url: expected an http: or https: URL')
+    }
+  })
+
+  it('stores a URL whose port is a variable', async () => {
+    const version = await storeSchema(db.pool, 'port', sampleSchema({ hook: { url: 'http://127.0.0.1:{{PORT}}/hook' } }))
+    expect((await getCurrentSchema(db.pool, 'port'))).toMatchObject({ version, schema: { targets: { hook: { url: 'http://127.0.0.1:{{PORT}}/hook' } } } })
+  })
+
   it('stores versions in order and validates before storing', async () => {
     expect(await storeSchema(db.pool, 'p', sampleSchema())).toBe(1)
     await expect(storeSchema(db.pool, 'p', { targets: {} })).rejects.toThrow(/triggers/)
