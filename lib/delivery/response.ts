@@ -17,10 +17,14 @@ const MAX_RETRY_AFTER_CHARS = 40
 const MAX_RETRY_AFTER_SECONDS = 1e9
 
 /**
- * Response bytes read at most; the rest is discarded unread (a target can answer with anything). A JSON
- * answer longer than this cannot be judged, so it is an invalid response (README: The delivery contract).
+ * Response bytes read at most, counted after content decoding (so a small compressed body cannot
+ * expand past it); the rest is discarded unread (a target can answer with anything). A JSON answer
+ * longer than this cannot be judged, so it is an invalid response (README: The delivery contract).
  */
 export const MAX_RESPONSE_BYTES = 1024 * 1024
+
+/** Why a body could not be read as text: a content coding we do not decode, or a stream that does not decode. */
+export type Undecodable = 'unsupported content encoding' | 'body could not be decoded'
 
 /** A completed HTTP exchange, body already read up to the read limit. */
 export type HttpResponse = {
@@ -29,9 +33,12 @@ export type HttpResponse = {
   statusText: string
   /** The `content-type` header, several joined with `, `, as fetch's `Headers.get` does. */
   contentType: string | undefined
+  /** The body as fetch's `.text()` reads it: content codings decoded, UTF-8, one leading BOM stripped. */
   body: string
-  /** The body was longer than {@link MAX_RESPONSE_BYTES} and was cut there. */
+  /** The (decoded) body was longer than {@link MAX_RESPONSE_BYTES} and was cut there. */
   truncated: boolean
+  /** A non-empty body that could not be decoded, and why (our words); `body` is then empty. */
+  undecodable?: Undecodable
   /** The `retry-after` header as sent, if any. */
   retryAfter?: string
 }
@@ -54,8 +61,10 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
     return all({ ok: false, code: res.status, errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact), response: stored(), ...(retryAfter ? { retryAfter } : {}) })
   }
   // Upstream: an empty body, or one whose content type does not mention JSON, means all delivered.
+  // Only a JSON body has to be read, so only then does a body that cannot be decoded fail the attempt.
   const isJson = res.contentType?.toLowerCase().includes('json') ?? false
-  if (!isJson || (!res.truncated && res.body.trim() === '')) return all({ ok: true, code: res.status })
+  if (!isJson || (!res.truncated && !res.undecodable && res.body.trim() === '')) return all({ ok: true, code: res.status })
+  if (res.undecodable) return invalid(res.undecodable)
   if (res.truncated) return invalid(`body longer than ${MAX_RESPONSE_BYTES} bytes`)
   let parsed: unknown
   try {

@@ -52,7 +52,7 @@ const watchPayload = { operation: 'watch', trigger: 'tags', entity: 'Article', i
 ] }
 
 describe('an upstream schema and upstream payloads, delivered', () => {
-  it('arrive as upstream sends them: body template, payloadPath, meta then the payload as sent, one User-Agent and one Content-Type', async () => {
+  it('arrive as upstream sends them: body template, payloadPath, meta then the payload as sent, one User-Agent, Content-Type, Accept and Accept-Encoding', async () => {
     await storeSchema(env.db.pool, 'upstream', schema(rx.url + '/hook'))
     await setVariables(env.db.pool, 'upstream', { TOKEN: 'tok-123' }, 'merge')
     const result = await enqueue(env.deps, { project: 'upstream', transactionId: TX, events: [
@@ -91,6 +91,9 @@ describe('an upstream schema and upstream payloads, delivered', () => {
     const lines = (name: string) => (rawHeaders[0] ?? []).filter(([k]) => k.toLowerCase() === name).map(([, v]) => v)
     expect(lines('user-agent')).toEqual(['mine'])
     expect(lines('content-type')).toEqual(['application/json'])
+    // What upstream's fetch adds to a request without them (`br` is offered over https only).
+    expect(lines('accept')).toEqual(['*/*'])
+    expect(lines('accept-encoding')).toEqual(['gzip, deflate'])
     expect(lines('authorization')).toEqual(['Bearer tok-123'])
   })
 })

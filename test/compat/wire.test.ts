@@ -117,11 +117,19 @@ describe('request body (payloadPath)', () => {
 })
 
 describe('headers', () => {
-  it('sends User-Agent: Contember Actions and Content-Type: application/json, one line each', async () => {
+  it('sends User-Agent: Contember Actions, Content-Type: application/json, and the Accept and Accept-Encoding fetch adds, one line each', async () => {
     await deliverOnce({ headers: { 'X-Static': 'yes' } })
     expect(linesNamed('user-agent').map(([, v]) => v)).toEqual(['Contember Actions'])
     expect(linesNamed('content-type').map(([, v]) => v)).toEqual(['application/json'])
+    expect(linesNamed('accept').map(([, v]) => v)).toEqual(['*/*'])
+    // fetch offers br only over https; the receiver here is http.
+    expect(linesNamed('accept-encoding').map(([, v]) => v)).toEqual(['gzip, deflate'])
     expect(linesNamed('x-static').map(([, v]) => v)).toEqual(['yes'])
+  })
+
+  it.each([['Accept', 'accept'], ['ACCEPT-ENCODING', 'accept-encoding']])("keeps the target's own %s in one line", async (name, lower) => {
+    await deliverOnce({ headers: { [name]: 'mine' } })
+    expect(linesNamed(lower).map(([, v]) => v)).toEqual(['mine'])
   })
 
   it.each([['User-Agent'], ['user-agent'], ['USER-AGENT']])("keeps the target's own %s in one line", async name => {
