@@ -17,6 +17,9 @@ export const project = (batchSize: number) => `bench_b${batchSize}`
 export const BATCH_SIZES = [1, 50] as const
 
 const TRIGGER = 'article_created'
+/** The fan-out row's project: basic triggers on as many entities, so each mutation meets one among many. */
+export const FANOUT_PROJECT = 'bench_fanout'
+export const FANOUT_TRIGGERS = 1_000
 // Enqueue's own cap is 10,000 a request; pre-enqueueing in large requests keeps the untimed part short.
 const PREPARE_REQUEST_EVENTS = 5_000
 
@@ -40,8 +43,11 @@ export type ActionsBench = {
   prepare(projectName: string, n: number): Promise<void>
   /** Delivers `n` pre-enqueued events through drainProject at DISPATCH_CONCURRENCY. */
   deliver(batchSize: number, n: number): Promise<RunResult>
-  /** Enqueues `n` events through `enqueue` in requests of `perRequest`, `concurrency` requests at a time. */
-  enqueueThroughput(n: number, perRequest: number, concurrency: number): Promise<RunResult>
+  /**
+   * Enqueues `n` events through `enqueue` in requests of `perRequest`, `concurrency` requests at a time:
+   * events naming their trigger, or mutations that each fire one of {@link FANOUT_TRIGGERS} basic triggers.
+   */
+  enqueueThroughput(n: number, perRequest: number, concurrency: number, events?: 'named' | 'mutations'): Promise<RunResult>
   close(): Promise<void>
 }
 
@@ -59,6 +65,13 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
     })
   }
   for (const batchSize of BATCH_SIZES) await storeProject(project(batchSize), batchSize)
+  await storeSchema(deps.db, FANOUT_PROJECT, {
+    targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl } },
+    triggers: Object.fromEntries(Array.from({ length: FANOUT_TRIGGERS }, (_, i) => {
+      const name = fanOutTrigger(i)
+      return [name, { type: 'basic', name, target: 'hook', entity: `Entity${i}`, create: true, delete: false, update: ['title'] }]
+    })),
+  })
 
   const truncate = async () => { await check.query('TRUNCATE actions_event') }
   const seedHistory = async (projectName: string, n: number) => {
@@ -99,12 +112,14 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
         }
       }, statements)
     },
-    enqueueThroughput: async (n, perRequest, concurrency) => {
+    enqueueThroughput: async (n, perRequest, concurrency, events = 'named') => {
       await truncate()
-      const projectName = project(1)
+      const projectName = events === 'named' ? project(1) : FANOUT_PROJECT
       // Requests are built beforehand: producing the input is the caller's work, not enqueue's.
-      const requests = Array.from({ length: Math.ceil(n / perRequest) }, (_, r) =>
-        request(projectName, Array.from({ length: Math.min(perRequest, n - r * perRequest) }, (_, j) => articlePayload(r * perRequest + j))))
+      const requests = Array.from({ length: Math.ceil(n / perRequest) }, (_, r) => {
+        const ids = Array.from({ length: Math.min(perRequest, n - r * perRequest) }, (_, j) => r * perRequest + j)
+        return events === 'named' ? request(projectName, ids.map(i => articlePayload(i))) : mutationRequest(ids)
+      })
       statements.reset()
       const cpuStart = await ctx.cpu.start()
       const t0 = now()
@@ -127,6 +142,16 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
       await check.end()
       await closeDeps(deps)
     },
+  }
+}
+
+const fanOutTrigger = (i: number) => `entity_${String(i).padStart(4, '0')}_changed`
+
+/** Mutations without trigger names, as a content API that knows none sends them; mutation i fires the trigger of Entity<i mod 1,000>. */
+function mutationRequest(ids: number[]): EnqueueRequest {
+  return {
+    project: FANOUT_PROJECT, transactionId: randomUUID(),
+    events: ids.map(i => ({ payload: { operation: 'create', entity: `Entity${i % FANOUT_TRIGGERS}`, id: i, values: { title: `Article ${i}` } } })),
   }
 }
 

@@ -13,7 +13,7 @@ import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
 import pg from 'pg'
 import { repoFile } from './repo.js'
-import { setupActions } from './actions.js'
+import { FANOUT_TRIGGERS, setupActions } from './actions.js'
 import { BARE_LABEL, setupBareClient } from './bare.js'
 import { createCpuMeter } from './cpu.js'
 import { deployedEventSource } from './deployment.js'
@@ -119,6 +119,11 @@ async function main(): Promise<void> {
       }
     }
     all.push({ key: 'enqueue', contender: 'Actions', scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`, kind: 'enqueue', run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY) })
+    all.push({
+      key: 'enqueue-fanout', contender: 'Actions', kind: 'enqueue',
+      scenario: `enqueue, ${ENQUEUE_PER_REQUEST} mutations/request, ${FANOUT_TRIGGERS.toLocaleString('en-US')}-trigger schema, ${ENQUEUE_CONCURRENCY} concurrent`,
+      run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY, 'mutations'),
+    })
     if (wants('latency')) {
       // The latency rows' AWS side (the enqueue load, the SQS emulator, the event source's poller) runs in
       // a process of their own, as in the deployment; this process keeps only the dispatch handler.

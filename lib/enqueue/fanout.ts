@@ -9,28 +9,50 @@ import type { Mutation } from '../schema/payload.js'
 /** One trigger a mutation fires, with the payload upstream's TriggerPayloadBuilder would build for it. */
 export type Fired = { trigger: string; target: string; priority: number; payload: JsonObject }
 
+type Operation = Mutation['operation']
+type Listener = { readonly name: string; readonly trigger: BasicTrigger }
+/** A schema's basic triggers by entity, then by the operation they listen to; each list in schema order. */
+type TriggerIndex = ReadonlyMap<string, Readonly<Record<Operation, readonly Listener[]>>>
+
+// Built once per parsed schema, so a mutation meets only the triggers of its entity and operation (looping
+// over every trigger per mutation took 10 s for 10,000 mutations against 5,000 triggers). lib/db/schemas.ts
+// caches each stored schema parsed and frozen, so every enqueue of a project meets the same object; a
+// weak key lets an index go with its schema.
+const indexes = new WeakMap<ActionsSchema, TriggerIndex>()
+
 /** The project's basic triggers the mutation fires, in schema order, each with its payload. */
 export function fanOut(schema: ActionsSchema, mutation: Mutation): Fired[] {
   const fired: Fired[] = []
-  for (const [name, trigger] of Object.entries(schema.triggers)) {
-    if (trigger.type !== 'basic' || trigger.entity !== mutation.entity || !fires(trigger, mutation)) continue
+  for (const { name, trigger } of indexOf(schema).get(mutation.entity)?.[mutation.operation] ?? []) {
+    if (mutation.operation === 'update' && !updateFires(trigger, mutation)) continue
     fired.push({ trigger: name, target: trigger.target, priority: trigger.priority ?? 0, payload: payloadOf(name, mutation) })
   }
   return fired
 }
 
-function fires(trigger: BasicTrigger, m: Mutation): boolean {
-  switch (m.operation) {
-    case 'create': return trigger.create
-    case 'delete': return trigger.delete
-    case 'update': {
-      if (trigger.update === false) return false
-      const values = m.values ?? {}
-      // `update: true` listens to every field; a list to those fields. Upstream fires when one of them changed.
-      const fields = trigger.update === true ? Object.keys(values) : trigger.update
-      return fields.some(f => Object.hasOwn(values, f) && (m.old === undefined || !jsonEqual(values[f], m.old[f])))
-    }
+function indexOf(schema: ActionsSchema): TriggerIndex {
+  const known = indexes.get(schema)
+  if (known) return known
+  const index = new Map<string, Record<Operation, Listener[]>>()
+  // Object.entries' order is the schema order fanOut answers in.
+  for (const [name, trigger] of Object.entries(schema.triggers)) {
+    if (trigger.type !== 'basic') continue
+    let byOperation = index.get(trigger.entity)
+    if (!byOperation) index.set(trigger.entity, byOperation = { create: [], update: [], delete: [] })
+    const listener = { name, trigger }
+    if (trigger.create) byOperation.create.push(listener)
+    if (trigger.delete) byOperation.delete.push(listener)
+    if (trigger.update !== false) byOperation.update.push(listener)
   }
+  indexes.set(schema, index)
+  return index
+}
+
+// `update: true` listens to every field; a list to those fields. Upstream fires when one of them changed.
+function updateFires(trigger: BasicTrigger, m: Extract<Mutation, { operation: 'update' }>): boolean {
+  const values = m.values ?? {}
+  const fields = trigger.update === true ? Object.keys(values) : trigger.update || []
+  return fields.some(f => Object.hasOwn(values, f) && (m.old === undefined || !jsonEqual(values[f], m.old[f])))
 }
 
 function payloadOf(trigger: string, m: Mutation): JsonObject {

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { describeBounded, formatPath, inspectJson, type JsonObject, type JsonValue } from './json.js'
 import { ValidationError } from '../errors.js'
-import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, targetProblems, type TargetLimits } from './limits.js'
+import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, MAX_SCHEMA_BYTES, targetProblems, type TargetLimits } from './limits.js'
 
 // The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
 // compile time). `.strict()` everywhere: an unknown key is a typo an operator must hear about.
@@ -113,7 +113,7 @@ export function parseActionsSchema(input: unknown, opts: SchemaParseOptions = {}
   // zod drops a `__proto__` map key silently; an operator must hear that the name cannot be used.
   const names = prototypeNames(input)
   if (names.length) throw new SchemaValidationError(names)
-  const schema = parseStructure(input)
+  const schema = parseStructure(input, MAX_SCHEMA_BYTES)
   const problems = [...Object.entries(schema.targets).flatMap(([key, t]) => targetBounds(key, t, limits)),
     ...Object.entries(schema.triggers).flatMap(([key, t]) => triggerBounds(key, t))]
   if (problems.length) throw new SchemaValidationError(problems)
@@ -129,9 +129,15 @@ export function parseStoredActionsSchema(input: unknown): ActionsSchema {
   return parseStructure(input)
 }
 
-function parseStructure(input: unknown): ActionsSchema {
+// `maxBytes` only at `schema set`: a stored version may predate the bound.
+function parseStructure(input: unknown, maxBytes = Number.POSITIVE_INFINITY): ActionsSchema {
   const jsonProblems = inspectJson(input, [], { maxDepth: MAX_DEPTH })
   if (jsonProblems.length) throw new SchemaValidationError(jsonProblems)
+  if (Number.isFinite(maxBytes)) {
+    // Safe now: the walk above bounded the nesting JSON.stringify recurses over.
+    const bytes = Buffer.byteLength(JSON.stringify(input))
+    if (bytes > maxBytes) throw new SchemaValidationError([`schema: ${bytes} bytes serialized, expected at most ${maxBytes} (MAX_SCHEMA_BYTES, ${maxBytes / 2 ** 20} MiB)`])
+  }
   const parsed = actionsSchemaSchema.safeParse(input)
   if (!parsed.success) throw new SchemaValidationError(describeBounded(parsed.error.issues))
   return parsed.data

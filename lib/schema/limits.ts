@@ -29,6 +29,13 @@ export const FORBIDDEN_HEADERS: ReadonlySet<string> = new Set(['host', 'content-
 /** One event's payload, serialized, at most (SQS-sized: a bigger payload belongs in the receiver's own fetch). */
 export const MAX_PAYLOAD_BYTES = 256 * 1024
 
+/**
+ * One actions schema, serialized, at most. Every enqueue and drain holds its project's schema parsed (2-3
+ * times its text in heap), so a schema must stay small beside the functions' memory; a rich schema
+ * of 5,000 targets and 5,000 triggers (headers, body, selection) is 2.8 MiB, well inside.
+ */
+export const MAX_SCHEMA_BYTES = 8 * 1024 * 1024
+
 /** JSON nesting at most: deeper input is hostile, and recursive code over it would overflow the stack. */
 export const MAX_DEPTH = 64
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
-import { parseActionsSchema, SchemaValidationError } from '../../lib/schema/actions.js'
+import { parseActionsSchema, parseStoredActionsSchema, SchemaValidationError } from '../../lib/schema/actions.js'
+import { MAX_SCHEMA_BYTES } from '../../lib/schema/limits.js'
 import { freshDatabase } from '../helpers/db.js'
 import { sampleSchema } from '../fixtures/schemas.js'
 
@@ -48,6 +49,18 @@ describe('actions schema validation', () => {
   it('stores a URL whose port is a variable', async () => {
     const version = await storeSchema(db.pool, 'port', sampleSchema({ hook: { url: 'http://127.0.0.1:{{PORT}}/hook' } }))
     expect((await getCurrentSchema(db.pool, 'port'))).toMatchObject({ version, schema: { targets: { hook: { url: 'http://127.0.0.1:{{PORT}}/hook' } } } })
+  })
+
+  it('takes a schema of exactly MAX_SCHEMA_BYTES serialized and refuses one byte more, naming the limit', async () => {
+    const padded = (bytes: number) => {
+      const s = sampleSchema({ hook: { body: { pad: '' } } })
+      return sampleSchema({ hook: { body: { pad: 'x'.repeat(bytes - Buffer.byteLength(JSON.stringify(s))) } } })
+    }
+    expect(await storeSchema(db.pool, 'max', padded(MAX_SCHEMA_BYTES))).toBe(1)
+    const over = padded(MAX_SCHEMA_BYTES + 1)
+    await expect(storeSchema(db.pool, 'max', over)).rejects.toThrow(`schema: ${MAX_SCHEMA_BYTES + 1} bytes serialized, expected at most ${MAX_SCHEMA_BYTES} (MAX_SCHEMA_BYTES, 8 MiB)`)
+    // A version stored before the bound existed is still read.
+    expect(parseStoredActionsSchema(over).targets.hook?.name).toBe('hook')
   })
 
   it('stores versions in order and validates before storing', async () => {
