@@ -1,6 +1,7 @@
 import type { ActionsSchema, SchemaParseOptions } from '../schema/actions.js'
 import { parseActionsSchema, parseStoredActionsSchema } from '../schema/actions.js'
 import type { Queryable } from './pool.js'
+import { assertNames } from '../schema/limits.js'
 
 export type StoredSchema = { version: number; schema: ActionsSchema }
 
@@ -97,6 +98,7 @@ export async function getSchemaAndVariables(db: Queryable, project: string): Pro
 
 /** Validates (with the bounds of `opts`, see parseActionsSchema) and stores a new version of the project's actions schema; returns its version number. */
 export async function storeSchema(db: Queryable, project: string, input: unknown, opts: SchemaParseOptions = {}): Promise<number> {
+  assertNames('project name', [['project', project]])
   const schema = parseActionsSchema(input, opts)
   const { rows } = await db.query<{ version: number }>(
     `INSERT INTO actions_schema (project, version, schema)

@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js'
+import { assertNames } from '../schema/limits.js'
 
 /** Why a target is paused (migration 003): the breaker, a 410 Gone, or an operator. */
 export type PauseReason = 'failures' | 'gone' | 'operator'
@@ -28,6 +29,8 @@ export async function listTargetHealth(db: Queryable, project: string): Promise<
  * is already paused keeps its pause time and takes the operator's reason. Returns when it was paused.
  */
 export async function pauseTarget(db: Queryable, project: string, target: string): Promise<Date> {
+  // A name that long cannot be a target (the schema refuses it), and the health key could not hold it.
+  assertNames('target', [['project', project], ['target', target]])
   const { rows } = await db.query<{ paused_at: Date }>(
     `INSERT INTO actions_target_health AS h (project, target, paused_at, paused_reason)
      VALUES ($1, $2, now(), 'operator')

@@ -1,6 +1,7 @@
 import type { Queryable } from './pool.js'
 import { withTransaction } from './pool.js'
 import type pg from 'pg'
+import { assertNames } from '../schema/limits.js'
 
 /** Upstream's variable-setting modes: MERGE overwrites the given names, SET replaces all, APPEND_ONLY_MISSING adds new names only. */
 export type VariablesMode = 'merge' | 'set' | 'append-only-missing'
@@ -12,9 +13,10 @@ export async function fetchVariables(db: Queryable, project: string): Promise<Ma
   return new Map(rows.map(r => [r.name, r.value]))
 }
 
-/** Writes variables in one transaction according to `mode`. */
+/** Writes variables in one transaction according to `mode`; names longer than MAX_NAME_BYTES are refused, nothing written. */
 export async function setVariables(pool: pg.Pool, project: string, vars: Record<string, string>, mode: VariablesMode): Promise<void> {
   const names = Object.keys(vars)
+  assertNames('variables', [['project', project], ...names.map((n, i) => [`variables.${i}`, n] as const)])
   const values = names.map(n => vars[n] ?? '')
   await withTransaction(pool, async client => {
     if (mode === 'set') await client.query('DELETE FROM actions_variable WHERE project = $1', [project])

@@ -1,12 +1,15 @@
 import { z } from 'zod'
 import { describeBounded, formatPath, inspectJson, MAX_PROBLEMS, quote, textProblem } from '../schema/json.js'
-import { MAX_DEPTH, MAX_EVENTS_PER_REQUEST, MAX_REQUEST_BYTES } from '../schema/limits.js'
+import { MAX_DEPTH, MAX_EVENTS_PER_REQUEST, MAX_NAME_BYTES, MAX_REQUEST_BYTES, nameProblem } from '../schema/limits.js'
 import { EnqueueValidationError } from './errors.js'
+
+// A project or trigger name: bounded in bytes (MAX_NAME_BYTES), so no name reaches an index it cannot fit.
+const name = z.string().min(1).refine(s => nameProblem('', s) === undefined, `expected a name of at most ${MAX_NAME_BYTES} bytes (UTF-8)`)
 
 // The request envelope. Payloads stay `unknown` here: each is parsed by its kind (named trigger or
 // mutation) once the envelope holds, so zod never walks a payload before its depth is known.
 export const enqueueRequestSchema = z.object({
-  project: z.string().min(1),
+  project: name,
   transactionId: z.uuid(),
   stage: z.string().min(1).optional(),
   identityId: z.uuid().optional(),
@@ -15,7 +18,7 @@ export const enqueueRequestSchema = z.object({
   events: z.array(z.object({
     id: z.uuid().optional(),
     /** Omitted: the payload is a mutation, and enqueue finds the basic triggers it fires. */
-    trigger: z.string().min(1).optional(),
+    trigger: name.optional(),
     payload: z.unknown(),
   }).strict()).max(MAX_EVENTS_PER_REQUEST, `expected at most ${MAX_EVENTS_PER_REQUEST} events`),
 }).strict()

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { describeBounded, formatPath, inspectJson, type JsonObject, type JsonValue } from './json.js'
 import { ValidationError } from '../errors.js'
-import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, MAX_SCHEMA_BYTES, targetProblems, type TargetLimits } from './limits.js'
+import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, MAX_SCHEMA_BYTES, nameProblem, targetProblems, type TargetLimits } from './limits.js'
 
 // The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
 // compile time). `.strict()` everywhere: an unknown key is a typo an operator must hear about.
@@ -154,6 +154,9 @@ function prototypeNames(input: unknown): string[] {
 
 function targetBounds(key: string, target: WebhookTarget, limits: TargetLimits): string[] {
   const at = (...rest: string[]) => formatPath(['targets', key, ...rest])
+  // The key first: it is the name triggers and dispatch use (and a name problem says the same of it).
+  const keyProblem = nameProblem(formatPath(['targets', key]), key)
+  if (keyProblem) return [keyProblem]
   // targetProblems speaks `field: problem`; the numbers and payloadPath keys are checked there, once for validation and dispatch.
   const problems = targetProblems(target, limits).map(p => `${at()}.${p}`)
   if (!STARTS_WITH_VARIABLE.test(target.url) && !validHttpUrl(target.url)) problems.push(`${at('url')}: expected an http: or https: URL (or one starting with a {{VARIABLE}})`)
@@ -171,6 +174,10 @@ function targetBounds(key: string, target: WebhookTarget, limits: TargetLimits):
 function triggerBounds(key: string, trigger: Trigger): string[] {
   const problems: string[] = []
   const at = (...rest: string[]) => formatPath(['triggers', key, ...rest])
+  for (const [field, value] of [[formatPath(['triggers', key]), key], [at('name'), trigger.name], [at('target'), trigger.target]] as const) {
+    const problem = nameProblem(field, value)
+    if (problem) problems.push(problem)
+  }
   const p = trigger.priority
   if (p !== undefined && (!Number.isInteger(p) || p < -MAX_INT32 - 1 || p > MAX_INT32)) {
     problems.push(`${at('priority')}: expected a 32-bit integer from ${-MAX_INT32 - 1} to ${MAX_INT32}`)

@@ -1,3 +1,5 @@
+import { ValidationError } from '../errors.js'
+
 // The bounds of what a schema and a producer may ask of the engine (README: The enqueue contract). Each is a
 // named constant so validation at the edge and the checks at dispatch agree on one number.
 
@@ -48,11 +50,34 @@ export const MAX_REQUEST_BYTES = 6_000_000
 /** How much of an offending input an error message may quote. */
 export const MAX_QUOTED_CHARS = 64
 
+/**
+ * Longest name, in UTF-8 bytes: a project, target, trigger or variable name. Names are keys of btree
+ * indexes (the event table's due index and key, the target-health and variable keys), and Postgres
+ * refuses an index row over about 2,700 bytes: a target name that long made every record of its
+ * failures fail, leaving attempts uncounted and redelivered. 255 leaves room for the other key columns
+ * and is longer than any name a person writes.
+ */
+export const MAX_NAME_BYTES = 255
+
+/** Why `value` cannot be a name (`field: …`), or undefined when it can. */
+export function nameProblem(field: string, value: string): string | undefined {
+  const bytes = Buffer.byteLength(value)
+  if (bytes === 0) return `${field}: expected a non-empty name`
+  return bytes > MAX_NAME_BYTES ? `${field}: ${bytes} bytes, expected a name of at most ${MAX_NAME_BYTES} bytes (UTF-8)` : undefined
+}
+
+/** Throws a {@link ValidationError} of `subject` naming every field whose value cannot be a name. */
+export function assertNames(subject: string, fields: ReadonlyArray<readonly [field: string, value: string]>): void {
+  const problems = fields.flatMap(([field, value]) => nameProblem(field, value) ?? [])
+  if (problems.length) throw new ValidationError(subject, problems.slice(0, 20))
+}
+
 /** The numeric limits a target must respect to be run; `maxTimeoutMs` comes from the configuration. */
 export type TargetLimits = { maxTimeoutMs: number }
 
-/** What a target needs checked to be runnable; a structural subset of the webhook target. */
+/** What a target needs checked to be runnable (its name is a key of the health table); a structural subset of the webhook target. */
 export type TargetNumbers = {
+  name?: string | undefined
   timeoutMs?: number | undefined
   maxAttempts?: number | undefined
   initialRepeatIntervalMs?: number | undefined
@@ -66,6 +91,8 @@ export type TargetNumbers = {
  */
 export function targetProblems(target: TargetNumbers, limits: TargetLimits): string[] {
   const problems: string[] = []
+  const name = target.name === undefined ? undefined : nameProblem('name', target.name)
+  if (name) problems.push(name)
   const check = (field: string, value: number | undefined, min: number, max: number) => {
     if (value === undefined) return
     if (!Number.isInteger(value) || value < min || value > max) problems.push(`${field}: expected an integer from ${min} to ${max}`)
