@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
+import { eventProject, getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../db/events.js'
 import { fetchVariables } from '../db/variables.js'
 import { redactor, type Redactor } from '../text.js'
@@ -10,10 +10,12 @@ import { wake } from './wake.js'
 export const EVENTS_USAGE = `  events failed|processing|due <project> [--limit N]
                                             list events (default limit 50); failed lists failed and
                                             retrying events, as upstream's failedEvents does
-  events show <id>                          print one event with its latest log entries
-  events retry <id>                         make an event due now (created if never attempted, else
+  events show <id> [--project P]            print one event with its latest log entries
+  events retry <id> [--project P]           make an event due now (created if never attempted, else
                                             retrying) and wake its project's dispatch
-  events stop <id>                          stop an event for good
+  events stop <id> [--project P]            stop an event for good
+                                            (ids are per project: --project picks one when several
+                                            projects use the id)
 ${BULK_USAGE}`
 
 /** Listing size when --limit is not given (upstream's default is 100; a terminal page is less). */
@@ -34,13 +36,18 @@ export type { EventsContext } from './usage.js'
 export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseCommand('events', args, { limit: { type: 'string' }, ...BULK_OPTIONS })
   const [sub, arg, extra] = positionals
-  const bulk = Object.keys(BULK_OPTIONS).some(k => k in values)
-  if (bulk) {
-    if (sub !== 'retry' && sub !== 'stop') throw new UsageError(`events ${sub ?? ''}: --project, --target, --state, --since and --until apply to bulk retry and stop only`)
-    if (values.project === undefined) throw new UsageError(`events ${sub}: the bulk form needs --project`)
-    if (arg !== undefined) throw new UsageError(`events ${sub}: give an event id or --project, not both`)
-    return bulkCommand(ctx, sub, values, io)
+  const bulkFlags = Object.keys(BULK_OPTIONS).filter(k => k in values)
+  const byId = sub === 'show' || sub === 'retry' || sub === 'stop'
+  if (sub === 'retry' || sub === 'stop') {
+    // The bulk form has no id; the single form takes an id and, to tell apart projects sharing it, --project.
+    if (arg === undefined && bulkFlags.length) {
+      if (values.project === undefined) throw new UsageError(`events ${sub}: the bulk form needs --project`)
+      return bulkCommand(ctx, sub, values, io)
+    }
   }
+  const idFlags = bulkFlags.filter(k => k !== 'project')
+  if (byId && idFlags.length) throw new UsageError(`events ${sub}: --${idFlags[0]} applies to the bulk form (no event id) only`)
+  if (!byId && bulkFlags.length) throw new UsageError(`events ${sub ?? ''}: --project, --target, --state, --since and --until apply to retry, stop and show only`)
   if (!arg) throw new UsageError(`events ${sub ?? ''}: missing argument`)
   if (extra !== undefined) throw new UsageError(`events ${sub ?? ''}: unexpected argument ${positionals.length}`)
   if (values.limit !== undefined && !isListing(sub)) throw new UsageError(`events ${sub ?? ''}: --limit applies to listings only`)
@@ -58,20 +65,31 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
       return 0
     }
     case 'show': {
-      const row = await getEvent(ctx.pool, uuid(arg))
-      if (!row) throw new Error(`no event ${arg}`)
+      const id = uuid(arg)
+      const project = await projectOf(ctx, id, values.project)
+      const row = await getEvent(ctx.pool, project, id)
+      if (!row) throw new Error(`no event ${id}`)
       io.out(JSON.stringify(shown(row, redactor((await fetchVariables(ctx.pool, row.project)).values())), null, 2))
       return 0
     }
     case 'retry':
-      return retry(ctx, uuid(arg), io)
-    case 'stop':
-      if (!(await stopEvent(ctx.pool, uuid(arg)))) throw new Error(`no event ${arg}`)
-      io.out(`event ${arg} stopped`)
+      return retry(ctx, uuid(arg), values.project, io)
+    case 'stop': {
+      const id = uuid(arg)
+      if (!(await stopEvent(ctx.pool, await projectOf(ctx, id, values.project), id))) throw new Error(`no event ${id}`)
+      io.out(`event ${id} stopped`)
       return 0
+    }
     default:
       throw new UsageError(`events: unknown subcommand "${sub ?? ''}"`)
   }
+}
+
+/** The project of event `id` (`--project` when given); an unknown id is an error naming it. */
+async function projectOf(ctx: EventsContext, id: string, project: string | undefined): Promise<string> {
+  const found = await eventProject(ctx.pool, id, project)
+  if (found === undefined) throw new Error(`no event ${id}${project === undefined ? '' : ` in project ${oneLine(project, 64)}`}`)
+  return found
 }
 
 const isListing = (sub: string | undefined): sub is Listing => sub === 'failed' || sub === 'processing' || sub === 'due'
@@ -80,9 +98,9 @@ const isListing = (sub: string | undefined): sub is Listing => sub === 'failed' 
  * Upstream requeues and then notifies the project's dispatcher. The retry is committed first, so a
  * signal that cannot be sent costs only latency: the sweeper re-drives due events within a minute.
  */
-async function retry(ctx: EventsContext, id: string, io: Io): Promise<number> {
-  const project = await retryEvent(ctx.pool, id)
-  if (project === undefined) throw new Error(`no event ${id}`)
+async function retry(ctx: EventsContext, id: string, given: string | undefined, io: Io): Promise<number> {
+  const project = await projectOf(ctx, id, given)
+  if (!(await retryEvent(ctx.pool, project, id))) throw new Error(`no event ${id}`)
   io.out(`event ${id} is due now`)
   return wake(ctx.signals(), project, io, 'retry', 'event')
 }

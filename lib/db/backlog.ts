@@ -24,13 +24,15 @@ export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_even
 /** The retention batch: $1 days, $2 rows at most. Literal state lists let the planner match the partial index. */
 export function deleteResolvedSql(includeFailed: boolean): string {
   const states = includeFailed ? `'succeed', 'stopped', 'failed'` : `'succeed', 'stopped'`
-  // ANY(ARRAY(…)) makes the batch a list of primary keys; "id IN (subquery)" lets the planner
-  // hash-join against a scan of the whole table.
+  // ANY(ARRAY(…)) makes the batch a list of ids read from the key; "id IN (subquery)" lets the planner
+  // hash-join against a scan of the whole table. The filter is repeated outside: another project's
+  // event may share an id, and only a row that is itself old and resolved may go.
+  const filter = `state IN (${states}) AND resolved_at < now() - $1 * interval '1 day'`
   return `DELETE FROM actions_event WHERE id = ANY(ARRAY(
     SELECT id FROM actions_event
-    WHERE state IN (${states}) AND resolved_at < now() - $1 * interval '1 day'
+    WHERE ${filter}
     ORDER BY resolved_at
-    LIMIT $2))`
+    LIMIT $2)) AND ${filter}`
 }
 
 /**

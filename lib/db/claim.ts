@@ -2,6 +2,7 @@ import type { Queryable } from './pool.js'
 import type { ClaimedEvent } from '../events.js'
 import { DUE } from './due.js'
 import { CLAIM_HEALTH_CTES } from './health.js'
+import { TARGET_DEFAULTS } from '../schema/actions.js'
 
 /** What the claim needs to know of each target the schema defines. */
 export type TargetClaimConfig = {
@@ -10,6 +11,8 @@ export type TargetClaimConfig = {
   leaseMs: number
   /** Batches of this target one claim may take at most, so one target cannot fill a drain's queue alone. */
   maxBatches: number
+  /** Attempts an event of this target may have (a lost attempt that is the last fails the event); default upstream's 10. */
+  maxAttempts?: number
 }
 
 /** Events of one target claimed together, most urgent first; each carries its lease, the fencing token of its record. */
@@ -29,6 +32,10 @@ export type ClaimResult = {
   batches: ClaimedBatch[]
   /** Events whose target is not in the schema: already failed terminally by the claim, without a request. */
   unknownTarget: ClaimedEvent[]
+  /** Events whose lost attempt ({@link LEASE_EXPIRED}) was their last: failed terminally by the claim. */
+  spent: ClaimedEvent[]
+  /** Lost attempts the claim counted, `spent` included (each a failed attempt for the metrics). */
+  lost: number
 }
 
 /**
@@ -55,17 +62,23 @@ export function jsDateText(utc: string): string {
 const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at::text AS lease,
   ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload`
 
+/** The log entry of an attempt whose outcome was never recorded (its dispatcher died, or no record could be written). */
+export const LEASE_EXPIRED = 'Lease expired before the attempt was recorded'
+
 /**
  * $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most,
  * $7 targets whose events wait, $8 payload byte budget, $9 batches taken whatever the budget (0 or 1),
- * $10 batches per target at most (by target, as $2).
+ * $10 batches per target at most and $11 attempts per event at most (both by target, as $2).
  */
 export const CLAIM_SQL = `WITH cfg AS (
-    SELECT * FROM unnest($2::text[], $3::int[], $4::int[], $10::int[]) AS c(target, batch_size, lease_ms, max_batches)
+    SELECT * FROM unnest($2::text[], $3::int[], $4::int[], $10::int[], $11::int[]) AS c(target, batch_size, lease_ms, max_batches, max_attempts)
   ),
   ${CLAIM_HEALTH_CTES},
   candidates AS (
-    SELECT id, target, priority, visible_at, octet_length(payload::text) AS bytes
+    -- lost: claimed before and its lease ran out with no record. The attempt may have reached the
+    -- receiver, so it counts (below): a delivery that kills its dispatcher, or whose record cannot be
+    -- written, ends after maxAttempts like any other failure instead of being sent again forever.
+    SELECT id, project, target, priority, visible_at, seq, num_retries, state = 'processing' AS lost, octet_length(payload::text) AS bytes
     FROM actions_event
     WHERE project = $1 AND ${DUE}
       AND target <> ALL($7::text[])
@@ -73,15 +86,17 @@ export const CLAIM_SQL = `WITH cfg AS (
       -- An anti-join on purpose: the planner cannot estimate "target <> ALL(ARRAY(SELECT ...))", takes
       -- it for "no row left", and scans and sorts the whole backlog instead of reading the due index.
       AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.target = actions_event.target)
-    ORDER BY priority DESC, visible_at
+    ORDER BY priority DESC, visible_at, seq
     LIMIT $5
     FOR NO KEY UPDATE SKIP LOCKED
   ),
   ranked AS (
-    SELECT c.id, c.target, c.bytes, cfg.batch_size, cfg.lease_ms, cfg.max_batches,
-           row_number() OVER (ORDER BY c.priority DESC, c.visible_at, c.id) AS pos,
-           (row_number() OVER (PARTITION BY c.target ORDER BY c.priority DESC, c.visible_at, c.id) - 1) / coalesce(cfg.batch_size, 1) AS chunk
-    FROM candidates c LEFT JOIN cfg ON cfg.target = c.target
+    -- spent: a lost attempt that was the event's last; it fails here, like an event of an unknown target.
+    SELECT id, project, target, bytes, lost, batch_size, lease_ms, max_batches, spent,
+           row_number() OVER (ORDER BY priority DESC, visible_at, seq) AS pos,
+           (row_number() OVER (PARTITION BY target, spent ORDER BY priority DESC, visible_at, seq) - 1) / coalesce(batch_size, 1) AS chunk
+    FROM (SELECT c.*, cfg.batch_size, cfg.lease_ms, cfg.max_batches, coalesce(c.lost AND c.num_retries + 1 >= cfg.max_attempts, false) AS spent
+          FROM candidates c LEFT JOIN cfg ON cfg.target = c.target) c
   ),
   -- Batches are chosen in one pass of window functions over the candidates, never by joining the rows
   -- back to a list of batches: statistics taken while the queue was empty make the planner expect one
@@ -89,12 +104,12 @@ export const CLAIM_SQL = `WITH cfg AS (
   -- for 128 rows). Each row carries its batch's first position (the batch's place in claim order), the
   -- batch's ordinal and the running byte total of all batches up to and including its own.
   grouped AS (
-    SELECT id, pos, bytes, lease_ms, min(pos) OVER (PARTITION BY target, chunk) AS first_pos
-    FROM ranked WHERE batch_size IS NOT NULL AND chunk < max_batches
+    SELECT id, project, pos, bytes, lost, lease_ms, min(pos) OVER (PARTITION BY target, chunk) AS first_pos
+    FROM ranked WHERE batch_size IS NOT NULL AND NOT spent AND chunk < max_batches
       AND (chunk = 0 OR target NOT IN (SELECT target FROM probing))
   ),
   ordered AS (
-    SELECT id, pos, bytes, lease_ms, first_pos,
+    SELECT id, project, pos, bytes, lost, lease_ms, first_pos,
            dense_rank() OVER (ORDER BY first_pos) AS n,
            -- RANGE framing (the default with ORDER BY) counts a batch's rows as peers: the whole batch at once.
            sum(bytes) OVER (ORDER BY first_pos) AS running_bytes
@@ -102,28 +117,34 @@ export const CLAIM_SQL = `WITH cfg AS (
   ),
   picked AS (
     -- At most $6 batches, while their running byte total stays within the budget (or among the first $9).
-    SELECT id, pos, bytes, lease_ms, first_pos FROM ordered WHERE n <= $6 AND (running_bytes <= $8 OR n <= $9)
+    SELECT id, project, pos, bytes, lost, lease_ms, first_pos, NULL::text AS gave_up FROM ordered WHERE n <= $6 AND (running_bytes <= $8 OR n <= $9)
     UNION ALL
-    SELECT r.id, r.pos, r.bytes, NULL, NULL FROM ranked r WHERE r.batch_size IS NULL
+    SELECT id, project, pos, bytes, lost, NULL, NULL, CASE WHEN batch_size IS NULL THEN 'unknown' ELSE 'spent' END FROM ranked WHERE batch_size IS NULL OR spent
   )
   UPDATE actions_event e SET
     state = CASE WHEN p.first_pos IS NULL THEN 'failed' ELSE 'processing' END::actions_event_state,
     visible_at = CASE WHEN p.first_pos IS NULL THEN e.visible_at
                       ELSE date_trunc('milliseconds', now() + p.lease_ms * interval '1 millisecond') END,
     resolved_at = CASE WHEN p.first_pos IS NULL THEN now() ELSE e.resolved_at END,
-    -- Upstream's unknown-target failure: the attempt counts, the entry has no durationMs (no request was made).
-    num_retries = CASE WHEN p.first_pos IS NULL THEN e.num_retries + 1 ELSE e.num_retries END,
-    log = CASE WHEN p.first_pos IS NULL
+    -- Upstream's unknown-target failure: the attempt counts, the entry has no durationMs (no request was
+    -- made). A lost attempt counts too, once, whatever else the claim does with the event.
+    num_retries = CASE WHEN p.first_pos IS NULL OR p.lost THEN e.num_retries + 1 ELSE e.num_retries END,
+    log = CASE WHEN p.gave_up = 'unknown'
                THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'Event target ' || e.target || ' not found, stopping.'))
+               WHEN p.lost THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', '${LEASE_EXPIRED}'))
                ELSE e.log END,
+    first_failed_at = CASE WHEN p.lost THEN coalesce(e.first_failed_at, now()) ELSE e.first_failed_at END,
     last_state_change = now()
   FROM picked p
-  WHERE e.id = p.id
-  RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos, p.bytes`
+  -- The key's two columns from the rows themselves: a constant project here makes the planner scan the
+  -- project's events for each picked row instead of looking each up by its key.
+  WHERE e.id = p.id AND e.project = p.project
+  RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`
 
 /**
  * Claims up to `maxBatches` batches of a project's due events in one statement, as if taken one by one:
- * the most urgent due event (priority desc, then due time) plus up to batchSize − 1 more due events of
+ * the most urgent due event (priority desc, then due time, then arrival: a request's events in the
+ * producer's order) plus up to batchSize − 1 more due events of
  * the same target, then the most urgent event left, and so on. Rows are locked with SKIP LOCKED so
  * concurrent dispatchers never claim the same event, and the statement commits on its own, so no lock
  * outlives it. Claimed events become `processing` until `now() + leaseMs` (rounded to the millisecond),
@@ -132,26 +153,32 @@ export const CLAIM_SQL = `WITH cfg AS (
  * counts, no request is made). Events of `limits.waiting` targets are left as they are, and so are
  * those of targets the circuit breaker paused (lib/db/health.ts), except one probe batch once the
  * target's `probe_at` is due; a target gets at most its `maxBatches`. Batches stop before their payload
- * bytes would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`.
+ * bytes would cross `limits.budgetBytes`, except the first when `limits.atLeastOne`. An event whose
+ * lease ran out unrecorded has its lost attempt counted here ({@link LEASE_EXPIRED}); when that was its
+ * last, it fails terminally instead of being claimed (`spent`).
  */
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {
   const window = maxBatches * Math.max(1, ...targets.map(t => t.batchSize))
-  const { rows } = await db.query<ClaimedEvent & { first_pos: string | null; pos: string; bytes: number }>({
+  const { rows } = await db.query<ClaimedEvent & { first_pos: string | null; pos: string; bytes: number; lost: boolean; gave_up: 'unknown' | 'spent' | null }>({
     // Prepared once per connection: under load the claim runs hundreds of times a second.
     name: 'actions_claim',
     text: CLAIM_SQL,
     values: [
       project, targets.map(t => t.name), targets.map(t => t.batchSize), targets.map(t => t.leaseMs), window, maxBatches,
       limits.waiting, limits.budgetBytes, limits.atLeastOne ? 1 : 0, targets.map(t => t.maxBatches),
+      targets.map(t => t.maxAttempts ?? TARGET_DEFAULTS.maxAttempts),
     ],
   })
   const unknownTarget: ClaimedEvent[] = []
+  const spent: ClaimedEvent[] = []
+  let lost = 0
   const byBatch = new Map<string, { target: string; first: number; bytes: number; events: Array<{ pos: number; row: ClaimedEvent }> }>()
-  for (const { first_pos, pos, bytes, ...row } of rows) {
+  for (const { first_pos, pos, bytes, lost: wasLost, gave_up, ...row } of rows) {
     row.created_at = jsDateText(row.created_at)
     row.last_state_change = jsDateText(row.last_state_change)
+    if (wasLost) lost++
     if (first_pos === null) {
-      unknownTarget.push(row)
+      (gave_up === 'spent' ? spent : unknownTarget).push(row)
       continue
     }
     let batch = byBatch.get(first_pos)
@@ -162,5 +189,5 @@ export async function claimBatches(db: Queryable, project: string, targets: read
   const batches = [...byBatch.values()]
     .sort((a, b) => a.first - b.first)
     .map(b => ({ target: b.target, bytes: b.bytes, events: b.events.sort((x, y) => x.pos - y.pos).map(x => x.row) }))
-  return { batches, unknownTarget }
+  return { batches, unknownTarget, spent, lost }
 }

@@ -36,34 +36,55 @@ export async function listEvents(db: Queryable, project: string, listing: Listin
   return rows
 }
 
-/** One event with its log, or undefined. */
-export async function getEvent(db: Queryable, id: string): Promise<EventRow | undefined> {
-  const { rows } = await db.query<EventRow>('SELECT * FROM actions_event WHERE id = $1', [id])
+/** An event id that more than one project uses, given without a project: the operator must name one. */
+export class AmbiguousEventError extends Error {
+  override name = 'AmbiguousEventError'
+  constructor(readonly id: string, readonly projects: string[]) {
+    super(`event ${id} exists in ${projects.length} projects; name one (--project)`)
+  }
+}
+
+/**
+ * The project of the event `id` (ids are the project's own: migration 005): `project` itself when
+ * given and the event is there, the one project that has the id otherwise, undefined when none has
+ * it. Throws {@link AmbiguousEventError} when several do and no project was given.
+ */
+export async function eventProject(db: Queryable, id: string, project?: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ project: string }>(
+    'SELECT project FROM actions_event WHERE id = $1 AND ($2::text IS NULL OR project = $2) ORDER BY project LIMIT 3',
+    [id, project ?? null],
+  )
+  if (rows.length > 1) throw new AmbiguousEventError(id, rows.map(r => r.project))
+  return rows[0]?.project
+}
+
+/** One event of a project with its log, or undefined. */
+export async function getEvent(db: Queryable, project: string, id: string): Promise<EventRow | undefined> {
+  const { rows } = await db.query<EventRow>('SELECT * FROM actions_event WHERE id = $1 AND project = $2', [id, project])
   return rows[0]
 }
 
 /**
  * Makes an event due now: back to `created` if it was never attempted, else `retrying`. Its attempt
- * count is kept, so a replayed event gets one more attempt (the upstream semantics). Returns the
- * event's project (to be signalled), or undefined for an unknown id.
+ * count is kept, so a replayed event gets one more attempt (the upstream semantics). Returns false
+ * for an unknown event.
  */
-export async function retryEvent(db: Queryable, id: string): Promise<string | undefined> {
-  const { rows } = await db.query<{ project: string }>(
+export async function retryEvent(db: Queryable, project: string, id: string): Promise<boolean> {
+  const { rowCount } = await db.query(
     `UPDATE actions_event SET
        state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
        visible_at = now(), resolved_at = NULL, last_state_change = now()
-     WHERE id = $1
-     RETURNING project`,
-    [id],
+     WHERE id = $1 AND project = $2`,
+    [id, project],
   )
-  return rows[0]?.project
+  return rowCount === 1
 }
 
-/** Stops an event for good (`stopped`, resolved now); returns false for an unknown id. */
-export async function stopEvent(db: Queryable, id: string): Promise<boolean> {
+/** Stops an event for good (`stopped`, resolved now); returns false for an unknown event. */
+export async function stopEvent(db: Queryable, project: string, id: string): Promise<boolean> {
   const { rowCount } = await db.query(
-    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), last_state_change = now() WHERE id = $1`,
-    [id],
+    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), last_state_change = now() WHERE id = $1 AND project = $2`,
+    [id, project],
   )
   return rowCount === 1
 }
@@ -82,14 +103,15 @@ export type BulkFilter = {
 }
 
 // The filter of both bulk statements. The state is checked again in the UPDATE itself: an event a
-// dispatcher claims between the pick and the update is re-read under the row lock and left alone.
+// dispatcher claims between the pick and the update is re-read under the row lock and left alone. The
+// project too: another project's event may have the same id.
 const BULK_PICK = `id = ANY(ARRAY(
     SELECT id FROM actions_event
     WHERE project = $1 AND ($2::text IS NULL OR target = $2) AND state = $3::actions_event_state
       AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
     ORDER BY created_at
     LIMIT $6))
-  AND state = $3::actions_event_state`
+  AND project = $1 AND state = $3::actions_event_state`
 
 const bulkParams = (f: BulkFilter) => [f.project, f.target ?? null, f.state, f.since ?? null, f.until ?? null, f.limit]
 

@@ -7,15 +7,13 @@ import type { Queryable } from './pool.js'
  */
 export const PROGRESS_INTERVAL_MS = 30_000
 
-// Written from a recorded event's id, so the recorder needs no project of its own; the event's
-// primary key makes the lookup one index probe. GREATEST keeps concurrent drains from moving it back.
-export const PROGRESS_TOUCH_SQL = `INSERT INTO actions_dispatch_progress (project, progressed_at)
-  SELECT project, now() FROM actions_event WHERE id = $1
+// GREATEST keeps concurrent drains from moving it back.
+export const PROGRESS_TOUCH_SQL = `INSERT INTO actions_dispatch_progress (project, progressed_at) VALUES ($1, now())
   ON CONFLICT (project) DO UPDATE SET progressed_at = GREATEST(actions_dispatch_progress.progressed_at, excluded.progressed_at)`
 
-/** Records that dispatch just made progress on the project of the given (recorded) event. */
-export async function touchProgressOf(db: Queryable, eventId: string): Promise<void> {
-  await db.query({ name: 'actions_progress_touch', text: PROGRESS_TOUCH_SQL, values: [eventId] })
+/** Records that dispatch just made progress on the project. */
+export async function touchProgress(db: Queryable, project: string): Promise<void> {
+  await db.query({ name: 'actions_progress_touch', text: PROGRESS_TOUCH_SQL, values: [project] })
 }
 
 /**

@@ -105,14 +105,14 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
       first_failed_at = CASE WHEN u.ok THEN NULL WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END,
       last_state_change = now()
     FROM u
-    WHERE e.id = u.id AND ${PROCESSING} AND e.visible_at = u.lease
+    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger,
               NOT u.ok AND e.state = 'retrying' AND e.num_retries = u.attempts AS held
   ),
   seen AS (
     SELECT u.project, u.target, NOT bool_or(u.answered) AS down, bool_or(u.gone) AS gone,
            count(DISTINCT u.batch)::int AS batches, bool_or(u.known) AS known, coalesce(bool_or(ev.held), false) AS held
-    FROM u LEFT JOIN ev ON ev.id = u.id
+    FROM u LEFT JOIN ev ON ev.id = u.id AND ev.project = u.project
     GROUP BY u.project, u.target
   ),
   ${HEALTH_UPSERT},
@@ -134,13 +134,14 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
  * success: `succeed`, the attempt counted, the log untouched; each target answered, so a target with a
  * health row has its failure run reset and a pause for failures lifted (a success writes no new row).
  * $1 ids, $2 leases, $3 projects and $4 targets (the pairs recorded), $5 breaker threshold, $6 first
- * probe interval (ms), $7 probe interval cap (ms), $8 whether to write the projects' dispatch progress.
+ * probe interval (ms), $7 probe interval cap (ms), $8 whether to write the projects' dispatch progress,
+ * $9 the events' projects (by event, as $1).
  */
 export const RECORD_OK_SQL = `WITH ev AS (
     UPDATE actions_event e SET num_retries = e.num_retries + 1, state = 'succeed', resolved_at = now(),
       first_failed_at = NULL, last_state_change = now()
-    FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)
-    WHERE e.id = u.id AND ${PROCESSING} AND e.visible_at = u.lease
+    FROM unnest($1::uuid[], $2::timestamptz[], $9::text[]) AS u(id, lease, project)
+    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger
   ),
   -- The targets' health rows as the statement began (DISTINCT: an upsert may touch a row only once).
@@ -181,6 +182,7 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
         arrayLiteral(records.map(r => r.id)), arrayLiteral(records.map(r => r.lease)),
         arrayLiteral(pairs.map(r => r.project)), arrayLiteral(pairs.map(r => r.target)),
         clampInt(settings.breakerFailures, 0), clampInt(settings.probeMs, 1), clampInt(settings.probeMaxMs, 1), progress,
+        arrayLiteral(records.map(r => r.project)),
       ],
     })
     return rows
@@ -238,20 +240,54 @@ function clampInt(value: number, min: number): number {
   return Number.isFinite(value) ? Math.min(MAX_INT32, Math.max(min, Math.trunc(value))) : min
 }
 
-/** $1 ids, $2 leases. */
-export const RELEASE_SQL = `UPDATE actions_event e SET visible_at = now()
-  FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)
-  WHERE e.id = u.id AND ${PROCESSING} AND e.visible_at = u.lease`
+/**
+ * The last resort of a record the database refused for its data (lib/dispatch/recorder.ts): the event
+ * row alone, no health, no progress, no receiver text, so nothing a receiver or a stored schema holds
+ * can make it fail. The attempt counts and the entry says why it is bare. $1 id, $2 lease, $3 project,
+ * $4 delivered, $5 status code, $6 maxAttempts, $7 initialRepeatIntervalMs, $8 backoff cap (ms), $9 the entry's text,
+ * $10 the attempt's duration (ms).
+ */
+export const RECORD_MINIMAL_SQL = `UPDATE actions_event e SET
+    num_retries = e.num_retries + 1,
+    state = CASE WHEN $4::bool THEN 'succeed' WHEN e.num_retries + 1 >= $6::int THEN 'failed' ELSE 'retrying' END::actions_event_state,
+    visible_at = CASE WHEN $4::bool OR e.num_retries + 1 >= $6::int THEN e.visible_at
+                      ELSE now() + least($7::int * power(2, e.num_retries), $8::float8) * interval '1 millisecond' END,
+    resolved_at = CASE WHEN $4::bool OR e.num_retries + 1 >= $6::int THEN now() END,
+    log = CASE WHEN $4::bool THEN e.log
+               ELSE e.log || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('ok', false, 'code', $5::int, 'errorMessage', $9::text, 'durationMs', $10::int))) END,
+    first_failed_at = CASE WHEN $4::bool THEN NULL ELSE coalesce(e.first_failed_at, now()) END,
+    last_state_change = now()
+  WHERE e.id = $1 AND e.project = $3 AND ${PROCESSING} AND e.visible_at = $2::timestamptz
+  RETURNING e.id, e.state, e.num_retries, e.target, e.trigger, false AS held, NULL::text AS target_paused, false AS target_resumed`
+
+/** Records one attempt by {@link RECORD_MINIMAL_SQL}, with `errorMessage` (ours, never receiver text) as its entry. */
+export async function recordMinimal(db: Queryable, r: AttemptRecord, errorMessage: string): Promise<RecordedRow[]> {
+  const { rows } = await db.query<RecordedRow>(RECORD_MINIMAL_SQL, [
+    r.id, r.lease, r.project, r.outcome.ok, r.outcome.code ?? null,
+    clampInt(r.maxAttempts, 1), clampInt(r.initialRepeatIntervalMs, 0), MAX_BACKOFF_MS, errorMessage, clampInt(r.durationMs, 0),
+  ])
+  return rows
+}
 
 /**
- * Hands claimed events back without an attempt (a drain stopping for time, or a lease too close to
- * its end to start a delivery): they become due now, their attempt count untouched. Fenced by lease.
+ * $1 ids, $2 leases, $3 project. A released event goes back to the state it was claimed from (created
+ * if never attempted, else retrying): `processing` with its time come means an attempt that was never
+ * recorded, and the claim counts those (lib/db/claim.ts).
  */
-export async function releaseClaims(db: Queryable, claims: ReadonlyArray<{ id: string; lease: string }>): Promise<number> {
+export const RELEASE_SQL = `UPDATE actions_event e SET visible_at = now(),
+    state = CASE WHEN e.num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state
+  FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease)
+  WHERE e.id = u.id AND e.project = $3 AND ${PROCESSING} AND e.visible_at = u.lease`
+
+/**
+ * Hands claimed events of a project back without an attempt (a drain stopping for time, or a lease too
+ * close to its end to start a delivery): they become due now, their attempt count untouched. Fenced by lease.
+ */
+export async function releaseClaims(db: Queryable, project: string, claims: ReadonlyArray<{ id: string; lease: string }>): Promise<number> {
   if (claims.length === 0) return 0
   const { rowCount } = await db.query(
     RELEASE_SQL,
-    [arrayLiteral(claims.map(c => c.id)), arrayLiteral(claims.map(c => c.lease))],
+    [arrayLiteral(claims.map(c => c.id)), arrayLiteral(claims.map(c => c.lease)), project],
   )
   return rowCount ?? 0
 }

@@ -21,8 +21,8 @@ export type ClaimQueueInput = {
   fits: (t: ResolvedTarget) => boolean
   /** Runs before each claim statement (the drain lets the recorder catch up there). */
   beforeClaim: () => Promise<void>
-  /** Events the claim failed because their target is not in the schema. */
-  onUnknownTarget: (rows: ClaimedEvent[]) => void
+  /** What the claim did besides claiming: events it failed (unknown target, last attempt lost) and lost attempts it counted. */
+  onClaimFailures: (claimed: Pick<ClaimResult, 'unknownTarget' | 'spent' | 'lost'>) => void
 }
 
 /** Events claimed ahead of the workers (at least {@link PREFETCH_BATCHES_PER_WORKER} batches per worker). */
@@ -206,7 +206,7 @@ export class ClaimQueue {
       this.bytes.freed(c.batch)
       this.count(this.held, c.target.name, -1)
     }
-    await releaseClaims(this.input.db, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.lease }))))
+    await releaseClaims(this.input.db, this.input.project, claims.flatMap(c => c.batch.events.map(e => ({ id: e.id, lease: e.lease }))))
     this.changed()
   }
 
@@ -239,7 +239,7 @@ export class ClaimQueue {
     const open = ready.filter(t => (this.held.get(t.name) ?? 0) <= this.perTarget / 2)
     const unasked = open.some(t => now - (this.emptyAt.get(t.name) ?? -Infinity) >= EMPTY_RECHECK_MS && (this.held.get(t.name) ?? 0) === 0)
     if (this.queue.length > this.prefetch / 2 && !unasked) return []
-    return open.map(t => ({ name: t.name, batchSize: t.batchSize, leaseMs: t.leaseMs, maxBatches: this.perTarget - (this.held.get(t.name) ?? 0) }))
+    return open.map(t => ({ name: t.name, batchSize: t.batchSize, leaseMs: t.leaseMs, maxBatches: this.perTarget - (this.held.get(t.name) ?? 0), maxAttempts: t.maxAttempts }))
   }
 
   private async claim(ready: readonly ResolvedTarget[], offered: readonly TargetClaimConfig[], want: number): Promise<void> {
@@ -252,12 +252,12 @@ export class ClaimQueue {
     const claimed = await claimBatches(this.input.db, this.input.project, offered, want, {
       waiting, budgetBytes, atLeastOne: this.bytes.held() === 0,
     })
-    this.input.onUnknownTarget(claimed.unknownTarget)
+    this.input.onClaimFailures(claimed)
     const strays = this.enqueue(claimed, ready)
     // A claim asks only for offered targets, so there are none; if there were, their events must not
     // sit in processing until their leases end.
     if (strays.length > 0) {
-      await releaseClaims(this.input.db, strays.flatMap(b => b.events.map(e => ({ id: e.id, lease: e.lease }))))
+      await releaseClaims(this.input.db, this.input.project, strays.flatMap(b => b.events.map(e => ({ id: e.id, lease: e.lease }))))
       this.changed()
     }
     // A target at its cap, or a claim cut at `want`, may hide more due events behind it.
@@ -271,7 +271,7 @@ export class ClaimQueue {
     // Fewer batches than asked: nothing else is due now, unless the byte budget may have cut the claim
     // (one more batch as large as the largest taken would not have fitted). Nothing due waits for claims
     // going back or for every delivery to end; a spent budget only for the next delivery to free bytes.
-    const short = !full && claimed.unknownTarget.length === 0 && this.changes === changesBefore
+    const short = !full && claimed.unknownTarget.length === 0 && claimed.spent.length === 0 && this.changes === changesBefore
     const taken = claimed.batches.reduce((n, b) => n + b.bytes, 0)
     const largest = Math.max(this.bytes.meanBatch(), ...claimed.batches.map(b => b.bytes))
     const cut = taken + largest > budgetBytes

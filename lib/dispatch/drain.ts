@@ -5,7 +5,7 @@ import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
 import { MAX_DELAY_SECONDS } from '../signals.js'
 import { ClaimQueue } from './claims.js'
-import { countRecorded, deliverBatch, failUnknown, type BatchReport, type Tally } from './outcomes.js'
+import { countRecorded, deliverBatch, failedByClaim, type BatchReport, type Tally } from './outcomes.js'
 import { recordSettings } from '../config.js'
 import { reportTargetHealth } from './health.js'
 import { createRecorder } from './recorder.js'
@@ -103,7 +103,7 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     maxClaimedBytes: deps.config.DISPATCH_MAX_CLAIMED_BYTES,
     fits: t => opts.remainingMs() >= t.timeoutMs + deps.config.DISPATCH_TIME_MARGIN_MS,
     beforeClaim: async () => { if (recorder.backlog() > MAX_UNRECORDED) await recorder.flush() },
-    onUnknownTarget: rows => failUnknown(rows, result, metrics, log),
+    onClaimFailures: claimed => failedByClaim(claimed, result, metrics, log),
   })
   return { deps, project, opts, log, metrics, targets, claims, recorder, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false }
 }

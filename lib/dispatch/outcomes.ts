@@ -1,3 +1,4 @@
+import { LEASE_EXPIRED, type ClaimResult } from '../db/claim.js'
 import type { AttemptRecord, RecordedRow } from '../db/record.js'
 import type { ClaimedEvent, Outcome } from '../events.js'
 import { deliver } from '../delivery/webhook.js'
@@ -82,12 +83,21 @@ export function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, 
   metrics.failed(failed)
 }
 
-/** Counts and logs the events the claim failed because their target is not in the schema. */
-export function failUnknown(rows: ClaimedEvent[], tally: Tally, metrics: ProjectMetrics, log: Logger): void {
-  for (const row of rows) {
+/**
+ * Counts and logs what the claim failed or counted: events whose target is not in the schema, events
+ * whose lost attempt (a lease that ran out unrecorded) was their last, and every lost attempt.
+ */
+export function failedByClaim({ unknownTarget, spent, lost }: Pick<ClaimResult, 'unknownTarget' | 'spent' | 'lost'>, tally: Tally, metrics: ProjectMetrics, log: Logger): void {
+  for (const row of unknownTarget) {
     // Never retried: the schema has to name the target again before such an event can be delivered.
     log.error('Action event failed permanently, its target is not in the schema', { eventId: row.id, target: row.target, trigger: row.trigger })
   }
-  tally.failedUnknownTarget += rows.length
-  metrics.failed(rows.length)
+  for (const row of spent) {
+    log.error('Action event failed permanently, no attempts left', { eventId: row.id, target: row.target, trigger: row.trigger, attempts: row.num_retries, errorMessage: LEASE_EXPIRED })
+  }
+  if (lost > 0) log.warn('Counted attempts whose lease ran out before they were recorded', { attempts: lost, failedPermanently: spent.length })
+  tally.failedUnknownTarget += unknownTarget.length
+  tally.failedAfterAttempt += spent.length
+  metrics.deliveryAttemptFailed(lost)
+  metrics.failed(unknownTarget.length + spent.length)
 }

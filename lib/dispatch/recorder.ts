@@ -1,8 +1,8 @@
 import pg from 'pg'
 import type { Queryable } from '../db/pool.js'
-import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
+import { recordAttempts, recordMinimal, type AttemptRecord, type RecordedRow } from '../db/record.js'
 import type { RecordSettings } from '../db/health.js'
-import { progressRhythm, touchProgressOf } from '../db/progress.js'
+import { progressRhythm, touchProgress } from '../db/progress.js'
 import type { Logger } from '../log.js'
 
 /** What an attempt is recorded with when its own entry cannot be stored: the attempt still counts. */
@@ -88,11 +88,11 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
 
 /**
  * Writes a batch in one statement; if the database refuses it for its data, writes each record alone,
- * and a record refused again is written with a minimal entry ({@link UNRECORDABLE}) so its attempt is
- * counted all the same: an uncounted attempt would be redelivered after every lease, forever. Faults of
- * the database itself (connection, shutdown, resources) are thrown: nothing can be written then.
- * With `progress`, the project's dispatch progress is written too when any row changed. Returns the
- * rows changed and the records as written.
+ * and a record refused again by its last resort ({@link recordOne}). Faults of the database itself
+ * (connection, shutdown, resources) are thrown: nothing can be written then. With `progress`, the
+ * projects' dispatch progress is written too when any row changed. Returns the rows changed and the
+ * records as written (an attempt no statement could record is in neither: its lease runs out and the
+ * claim counts it).
  */
 export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Logger, settings?: RecordSettings, progress = false): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
   try {
@@ -105,21 +105,45 @@ export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Log
   const rows: RecordedRow[] = []
   const written: AttemptRecord[] = []
   for (const record of batch) {
-    let next = record
-    try {
-      rows.push(...await recordAttempts(db, [record], settings))
-    } catch (e) {
-      if (!refusedForData(e) || record.outcome.ok) throw e
-      log?.error('Could not record an attempt with its log entry; recorded a minimal one', { eventId: record.id, sqlState: sqlState(e) })
-      next = { ...record, outcome: { ok: false, ...(record.outcome.code !== undefined ? { code: record.outcome.code } : {}), errorMessage: UNRECORDABLE } }
-      rows.push(...await recordAttempts(db, [next], settings))
-    }
-    written.push(next)
+    const one = await recordOne(db, record, settings, log)
+    if (!one) continue
+    rows.push(...one.rows)
+    written.push(one.written)
   }
   // Row by row is the rare path: its progress is one statement of its own, as all of it was before.
-  const first = rows[0]
-  if (progress && first) await touchProgressOf(db, first.id)
+  if (progress && rows.length > 0) {
+    for (const project of new Set(written.map(r => r.project))) await touchProgress(db, project)
+  }
   return { rows, written }
+}
+
+/**
+ * One record, in two steps: with its log entry and the target's health, then, if the database refuses
+ * that for its data, the event row alone with a minimal entry ({@link UNRECORDABLE}: the attempt
+ * counts; an uncounted one would be redelivered after every lease, forever). If even that is refused,
+ * nothing is written and undefined returned: the event stays claimed until its lease runs out, and the
+ * claim then counts the attempt (lib/db/claim.ts, LEASE_EXPIRED). Never throws for data.
+ */
+export async function recordOne(db: Queryable, record: AttemptRecord, settings?: RecordSettings, log?: Logger): Promise<{ rows: RecordedRow[]; written: AttemptRecord } | undefined> {
+  let refused: string | undefined
+  try {
+    return { rows: await recordAttempts(db, [record], settings), written: record }
+  } catch (e) {
+    if (!refusedForData(e)) throw e
+    refused = sqlState(e)
+  }
+  const written: AttemptRecord = record.outcome.ok ? record : {
+    ...record, outcome: { ok: false, ...(record.outcome.code !== undefined ? { code: record.outcome.code } : {}), errorMessage: UNRECORDABLE },
+  }
+  try {
+    const rows = await recordMinimal(db, record, UNRECORDABLE)
+    log?.error('Could not record an attempt with its log entry; recorded a minimal one', { eventId: record.id, sqlState: refused })
+    return { rows, written }
+  } catch (e) {
+    if (!refusedForData(e)) throw e
+    log?.error('Could not record an attempt at all; it is counted when its lease runs out', { eventId: record.id, sqlState: refused, minimalSqlState: sqlState(e) })
+    return undefined
+  }
 }
 
 /** SQLSTATE classes that mean the database itself is unwell, not that the statement's data was refused. */

@@ -34,8 +34,8 @@ export async function enqueueWithin(db: Queryable, input: unknown): Promise<Enqu
   const req = parseEnvelope(input)
   const current = await getCurrentSchema(db, req.project)
   if (!current) throw new EnqueueValidationError([`project: unknown project ${quote(req.project)} (no actions schema stored)`])
-  const { events, origin, unmatched } = prepare(req, current.schema)
-  const { written, clashes } = await insertNewEvents(db, {
+  const { events, unmatched } = prepare(req, current.schema)
+  const written = await insertNewEvents(db, {
     project: req.project,
     transactionId: req.transactionId,
     stage: req.stage ?? null,
@@ -44,10 +44,6 @@ export async function enqueueWithin(db: Queryable, input: unknown): Promise<Enqu
     ipAddress: req.ipAddress ?? null,
     userAgent: req.userAgent ?? null,
   }, events)
-  if (clashes.length) {
-    const indexes = [...new Set(clashes.map(id => origin.get(id)))].sort((a, b) => (a ?? 0) - (b ?? 0)).slice(0, MAX_PROBLEMS)
-    throw new EnqueueValidationError(indexes.map(i => `events.${i}.id: already used by another project (ids are never shared across projects)`))
-  }
   return { project: req.project, eventIds: events.map(e => e.id), written: written.length, unmatched }
 }
 
@@ -56,13 +52,12 @@ export async function signalAfterCommit(signals: Signals, result: EnqueueWithinR
   if (result.eventIds.length > 0) await signals.send(result.project)
 }
 
-type Prepared = { events: SerializedEvent[]; origin: Map<string, number>; unmatched: number[] }
+type Prepared = { events: SerializedEvent[]; unmatched: number[] }
 
 // Resolves triggers (named, or fired by a mutation), parses and measures each payload. Throws before any write.
 function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
   const problems: string[] = []
   const events: SerializedEvent[] = []
-  const origin = new Map<string, number>()
   const unmatched: number[] = []
   const add = (index: number, id: string, trigger: string, target: string, priority: number, payload: unknown) => {
     const payloadJson = JSON.stringify(payload)
@@ -70,7 +65,6 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
     if (bytes > MAX_PAYLOAD_BYTES) problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
     else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32) problems.push(`${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`)
     events.push({ id, trigger, target, priority, payloadJson })
-    origin.set(id, index)
   }
   for (const [i, e] of req.events.entries()) {
     if (problems.length >= MAX_PROBLEMS) break
@@ -93,22 +87,24 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
     if (!mutation.success) { problems.push(...describeBounded(mutation.error.issues, base)); continue }
     const fired = fanOut(schema, mutation.data)
     if (fired.length === 0) unmatched.push(i)
-    for (const f of fired) add(i, e.id === undefined ? randomUUID() : derivedId(e.id, f.trigger), f.trigger, f.target, f.priority, f.payload)
+    for (const f of fired) add(i, e.id === undefined ? randomUUID() : derivedId(req.project, e.id, f.trigger), f.trigger, f.target, f.priority, f.payload)
     if (events.length > MAX_WRITTEN_EVENTS_PER_REQUEST) {
       problems.push(`events: the mutations fire more than ${MAX_WRITTEN_EVENTS_PER_REQUEST} events; split the request`)
       break
     }
   }
   if (problems.length) throw new EnqueueValidationError(problems.slice(0, MAX_PROBLEMS))
-  return { events, origin, unmatched }
+  return { events, unmatched }
 }
 
 /**
- * The id of the event a mutation with producer id `id` fires for `trigger`: the same on every retry,
- * so a retried mutation writes nothing twice (a name-based UUID, version 5 layout over SHA-1).
+ * The id of the event a mutation with producer id `id` fires for `trigger` in `project`: the same on
+ * every retry, so a retried mutation writes nothing twice, and another in every project, so one
+ * mutation sent to two projects is two events (a name-based UUID, version 5 layout over SHA-1). The
+ * parts are length-prefixed: no project or trigger name can make two different triples hash alike.
  */
-export function derivedId(id: string, trigger: string): string {
-  const h = createHash('sha1').update(`actions-mutation\n${id.toLowerCase()}\n${trigger}`).digest()
+export function derivedId(project: string, id: string, trigger: string): string {
+  const h = createHash('sha1').update(`actions-mutation\n${project.length}:${project}\n${id.toLowerCase()}\n${trigger.length}:${trigger}`).digest()
   h[6] = ((h[6] ?? 0) & 0x0f) | 0x50
   h[8] = ((h[8] ?? 0) & 0x3f) | 0x80
   const hex = h.subarray(0, 16).toString('hex')

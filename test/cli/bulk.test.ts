@@ -136,7 +136,7 @@ describe('bulk retry and stop', () => {
       ['events', 'retry', '--project', 'p', '--since', '2024-05-01T00:00:00'],
       ['events', 'retry', '--project', 'p', '--since', '2024-05-02', '--until', '2024-05-01'],
       ['events', 'retry', '--project', 'p', '--limit', String(MAX_BULK_EVENTS + 1)],
-      ['events', 'retry', '00000000-0000-4000-8000-000000000000', '--project', 'p'],
+      ['events', 'retry', '00000000-0000-4000-8000-000000000000', '--project', 'p', '--target', 'a'],
       ['events', 'stop', '00000000-0000-4000-8000-000000000000', '--state', 'failed'],
       ['events', 'due', 'p', '--project', 'p'],
       ['events', 'retry', '--project', 'p', '--frob'],

@@ -94,7 +94,7 @@ describe('mutations without a trigger name', () => {
     const id = '0b8f6f7e-5a8c-4e57-9a5e-4c1f8f0e7d11'
     const m = { operation: 'update', entity: 'Article', id: 1, values: { title: 'B' } }
     const first = await mutate(m, id)
-    expect(first.eventIds.sort()).toEqual([derivedId(id, 'any_change'), derivedId(id, 'title_changed')].sort())
+    expect(first.eventIds.sort()).toEqual([derivedId('up', id, 'any_change'), derivedId('up', id, 'title_changed')].sort())
     expect((await mutate(m, id)).written).toBe(0)
     expect(await stored()).toHaveLength(2)
   })

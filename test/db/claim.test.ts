@@ -31,7 +31,7 @@ const plan = async (sql: string, params: unknown[]) =>
 
 describe('the claim and due statements on one deep project', () => {
   it('reads a deep single-target backlog from the due index, in order, without sorting it', async () => {
-    const p = await plan(CLAIM_SQL, ['p', ['t'], [1], [60_000], 128, 128, [], 64e6, 1, [16]])
+    const p = await plan(CLAIM_SQL, ['p', ['t'], [1], [60_000], 128, 128, [], 64e6, 1, [16], [10]])
     // Unaliased: the candidates' scan; `d`: the probe check, run only while a target is paused.
     expect(p).toMatch(/Index Scan using actions_event_due_idx on actions_event {2}\(/)
     expect(p).toMatch(/(Index Scan using actions_event_due_idx on|Bitmap Heap Scan on) actions_event d\b/)
@@ -78,7 +78,7 @@ describe('the claim on statistics of an empty queue', () => {
       await client.query('BEGIN')
       await client.query(`SET LOCAL plan_cache_mode = force_generic_plan`)
       const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-        `EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, ['p', ['t', 'u'], [1, 5], [60_000, 60_000], 200, 128, [], 64e6, 1, [128, 16]])
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, ['p', ['t', 'u'], [1, 5], [60_000, 60_000], 200, 128, [], 64e6, 1, [128, 16], [10, 10]])
       const all = nodes(rows[0]!['QUERY PLAN'][0]!.Plan)
       // The claim took rows: the plan ran for real (EXPLAIN ANALYZE executes the UPDATE; rolled back below).
       expect(all[0]!['Node Type']).toBe('ModifyTable')

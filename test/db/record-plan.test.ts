@@ -42,8 +42,8 @@ function updateNode(plan: string): string {
 describe('recording many outcomes on a table analyzed while nothing was claimed', () => {
   it.each([
     ['record', () => plan(RECORD_SQL, recordParams())],
-    ['record of successes', () => plan(RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true])],
-    ['release', () => plan(RELEASE_SQL, [ids, leases])],
+    ['record of successes', () => plan(RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true, ids.map(() => 'p')])],
+    ['release', () => plan(RELEASE_SQL, [ids, leases, 'p'])],
   ])('plans the %s statement without a nested loop over the outcomes', async (_, explain) => {
     const p = updateNode(await explain())
     // A nested loop here rescans every outcome for every claimed row: quadratic in the events in flight.

@@ -1,3 +1,4 @@
+import { LEASE_EXPIRED } from '../../lib/db/claim.js'
 import { spawn } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createDeps } from '../../lib/deps.js'
@@ -97,6 +98,10 @@ describe('concurrent and crashing dispatchers', () => {
     await until('the lease to run out', async () => (await deps().db.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due)
     expect(await drainProject(deps(), 'crash', forever)).toMatchObject({ succeeded: 1 })
     expect(rx.eventIds()).toEqual([id, id])
-    expect((await states(deps(), 'crash')).get(id ?? '')).toMatchObject({ state: 'succeed', num_retries: 1 })
+    // The killed attempt may have reached the receiver, so it counts: the second request says so, and so does the log.
+    expect(rx.requests[1]?.body).toMatchObject({ events: [{ meta: { numRetries: 1 } }] })
+    expect((await states(deps(), 'crash')).get(id ?? '')).toMatchObject({ state: 'succeed', num_retries: 2 })
+    const { rows } = await deps().db.query('SELECT log FROM actions_event WHERE id = $1', [id])
+    expect(rows[0].log).toEqual([{ ok: false, errorMessage: LEASE_EXPIRED }])
   })
 })

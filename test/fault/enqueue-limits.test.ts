@@ -76,7 +76,8 @@ describe('hostile enqueue input', () => {
     ['a trigger named constructor', req([{ trigger: 'constructor', payload: createPayload() }]), /events\.0\.trigger: unknown trigger "constructor"/],
     ['a trigger named toString', req([{ trigger: 'toString', payload: createPayload() }]), /events\.0\.trigger: unknown trigger "toString"/],
     ['a 5 MB unknown key', { project: 'f', transactionId: TX, events: [], ['k'.repeat(5_000_000)]: 1 }, /unrecognized key/],
-    ['a 5 MB trigger name', req([{ trigger: 't'.repeat(5_000_000), payload: createPayload() }]), /events\.0\.trigger: unknown trigger "t{64}…"/],
+    ['a 5 MB trigger name', req([{ trigger: 't'.repeat(5_000_000), payload: createPayload() }]), /events\.0\.trigger: expected a name of at most 255 bytes/],
+    ['a 256-byte project name', req([{ trigger: 'article_created', payload: createPayload() }], 'p'.repeat(256)), /project: expected a name of at most 255 bytes/],
     ['a non-JSON value', req([withValues({ n: 10n })]), /expected a JSON value, got bigint/],
   ]
   for (const [what, input, message] of cases) {
@@ -89,13 +90,48 @@ describe('hostile enqueue input', () => {
       { id: id.toUpperCase(), trigger: 'article_created', payload: createPayload(3) }]), /events\.2\.id: repeats the id of events\.0/)
   })
 
-  it('rejects an id another project used, naming the index, and writes none of the request', async () => {
+  it('takes an id another project used: ids are the project\'s own', async () => {
     const id = randomUUID()
     await enqueue(env.deps, req([{ id, trigger: 'article_created', payload: createPayload() }], 'g'))
-    const err = await enqueue(env.deps, req([{ trigger: 'article_created', payload: createPayload() }, { id, trigger: 'article_created', payload: createPayload() }])).catch((e: unknown) => e)
-    expect(err).toBeInstanceOf(EnqueueValidationError)
-    expect(String(err)).toMatch(/events\.1\.id: already used by another project/)
-    expect((await env.db.pool.query(`SELECT project FROM actions_event`)).rows).toEqual([{ project: 'g' }])
+    const res = await enqueue(env.deps, req([{ trigger: 'article_created', payload: createPayload() }, { id, trigger: 'article_created', payload: createPayload() }]))
+    expect(res.written).toBe(2)
+    expect((await env.db.pool.query(`SELECT project FROM actions_event WHERE id = $1 ORDER BY project`, [id])).rows).toEqual([{ project: 'f' }, { project: 'g' }])
+  })
+})
+
+describe('name bounds', () => {
+  const name = (bytes: number) => 'n'.repeat(bytes - 2) + 'é'
+  const schemaNamed = (target: string, trigger: string) => {
+    const s = sampleSchema()
+    return {
+      targets: { [target]: { ...Object.values(s.targets)[0], name: target } },
+      triggers: { [trigger]: { ...Object.values(s.triggers)[0], name: trigger, target } },
+    }
+  }
+
+  it('takes target and trigger names of 255 bytes (UTF-8) and rejects 256, naming the field', () => {
+    expect(() => parseActionsSchema(schemaNamed(name(255), name(255)))).not.toThrow()
+    const err = (() => { try { parseActionsSchema(schemaNamed(name(256), 'ok')) } catch (e) { return e } })()
+    expect(err).toBeInstanceOf(SchemaValidationError)
+    expect(String(err)).toMatch(/targets\.n{64}…: 256 bytes, expected a name of at most 255 bytes/)
+    expect(() => parseActionsSchema(schemaNamed('ok', name(256)))).toThrow(/triggers\.n{64}…: 256 bytes, expected a name of at most 255 bytes/)
+  })
+
+  it('refuses a 3,000-byte target name at schema set with a clear error, and stores nothing', async () => {
+    const err = await storeSchema(env.db.pool, 'long', schemaNamed('t'.repeat(3000), 'x')).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(SchemaValidationError)
+    expect(String(err)).toMatch(/3000 bytes, expected a name of at most 255 bytes/)
+    expect(String(err).length).toBeLessThan(1_000)
+    expect((await env.db.pool.query(`SELECT count(*)::int AS n FROM actions_schema WHERE project = 'long'`)).rows[0].n).toBe(0)
+  })
+
+  it('refuses a long project name at schema set, and long variable and target names, before Postgres sees them', async () => {
+    const { setVariables } = await import('../../lib/db/variables.js')
+    const { pauseTarget } = await import('../../lib/db/targets.js')
+    await expect(storeSchema(env.db.pool, 'p'.repeat(256), sampleSchema())).rejects.toThrow(/project: 256 bytes, expected a name of at most 255 bytes/)
+    await expect(setVariables(env.db.pool, 'f', { ['V'.repeat(3000)]: 'x' }, 'merge')).rejects.toThrow(/variables\.0: 3000 bytes/)
+    await expect(pauseTarget(env.db.pool, 'f', 't'.repeat(3000))).rejects.toThrow(/target: 3000 bytes/)
+    await storeSchema(env.db.pool, 'p'.repeat(255), sampleSchema())
   })
 })
 

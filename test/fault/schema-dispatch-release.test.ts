@@ -46,11 +46,12 @@ describe('a drain that fails', () => {
     const failing = { ...forever, onBatch: () => { if (++calls === 1) throw new Error('a bug in a hook') } }
     const logs = env.captureLogs()
     await expect(drainProject(deps(), project, failing).finally(() => logs.restore())).rejects.toThrow('a bug in a hook')
-    // One batch was under way and stays leased (its outcome was lost with the bug); every other claim is due now, unattempted.
+    // One batch was under way and stays leased (its outcome was lost with the bug); every other claim is
+    // back as it was claimed (created: never attempted), due now.
     expect(rx.requests).toHaveLength(1)
     expect(await tally(project)).toEqual([
+      { state: 'created', due: true, num_retries: 0, n: 59 },
       { state: 'processing', due: false, num_retries: 0, n: 1 },
-      { state: 'processing', due: true, num_retries: 0, n: 59 },
     ])
     // A successor takes them at once, without waiting for leases.
     expect(await drainProject(deps(), project, forever)).toMatchObject({ succeeded: 59, stop: 'idle' })
@@ -86,7 +87,7 @@ describe('a drain that fails', () => {
       const after = await tally(project)
       expect(after.filter(r => r.state === 'succeed').reduce((s, r) => s + r.n, 0)).toBe(delivered)
       expect(after.filter(r => r.state !== 'succeed').every(r => r.due && r.num_retries === 0)).toBe(true)
-      expect(after.some(r => r.state === 'processing')).toBe(true)
+      expect(after.some(r => r.state === 'created')).toBe(true)
 
       await db().query('DELETE FROM claim_gate')
       expect(await drainProject(deps(), project, forever)).toMatchObject({ succeeded: 300 - delivered, stop: 'idle' })
