@@ -1,4 +1,4 @@
-import { DUE } from './due.js'
+import { DUE, headOfKey } from './due.js'
 import type { Queryable } from './pool.js'
 
 /** Per project: due events by state, the oldest due event's age, and events waiting in `failed`. */
@@ -14,9 +14,10 @@ export function dueTotal(b: ProjectBacklog): number {
   return b.due.created + b.due.retrying + b.due.processing
 }
 
+// Events behind an earlier event of their ordering key wait for it, not for dispatch: not due.
 export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n, extract(epoch FROM now() - min(visible_at))::float8 AS oldest_s
   FROM actions_event
-  WHERE ${DUE}
+  WHERE ${DUE} AND ${headOfKey('actions_event')}
   GROUP BY project, state`
 
 export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`

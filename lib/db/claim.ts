@@ -1,6 +1,6 @@
 import type { Queryable } from './pool.js'
 import type { ClaimedEvent } from '../events.js'
-import { DUE } from './due.js'
+import { DUE, headOfKey } from './due.js'
 import { CLAIM_HEALTH_CTES } from './health.js'
 import { TARGET_DEFAULTS } from '../schema/actions.js'
 
@@ -86,6 +86,8 @@ export const CLAIM_SQL = `WITH cfg AS (
       -- An anti-join on purpose: the planner cannot estimate "target <> ALL(ARRAY(SELECT ...))", takes
       -- it for "no row left", and scans and sorts the whole backlog instead of reading the due index.
       AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.target = actions_event.target)
+      -- Per-entity order: only the earliest unresolved event of an ordering key (lib/db/due.ts).
+      AND ${headOfKey('actions_event')}
     ORDER BY priority DESC, visible_at, seq
     LIMIT $5
     FOR NO KEY UPDATE SKIP LOCKED

@@ -8,6 +8,18 @@ import type { Queryable } from './pool.js'
  */
 export const DUE = `state IN ('created', 'retrying', 'processing') AND visible_at <= now()`
 
+/**
+ * Per-entity order (migration 006): an event of an ordering key waits while an earlier event of the key
+ * (same project and key, the key covering the target; smaller `seq`) is unresolved: retrying, in flight, or waiting on a
+ * paused target. Only the key's head may be claimed, so a batch never holds two events of a key and
+ * at most one request per key is in flight, across every drain. `e` is the outer row's name. One
+ * probe of actions_event_key_idx per keyed row; unkeyed rows pay nothing.
+ */
+export const headOfKey = (e: string) => `(${e}.order_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM actions_event k
+        WHERE k.project = ${e}.project AND k.order_key = ${e}.order_key
+          AND k.state IN ('created', 'retrying', 'processing') AND k.seq < ${e}.seq))`
+
 // `held` names targets whose events wait for a schema fix: they are due but no drain will take them,
 // so they must not count as work a signal could move.
 
@@ -18,7 +30,7 @@ export const DUE = `state IN ('created', 'retrying', 'processing') AND visible_a
  */
 export const HAS_DUE_SQL = `SELECT 1 FROM actions_event
      WHERE project = $1 AND ${DUE}
-       AND target <> ALL($2::text[])
+       AND target <> ALL($2::text[]) AND ${headOfKey('actions_event')}
      ORDER BY priority DESC, visible_at LIMIT 1`
 
 /** Whether the project has an event due now (any due state), leaving out events of `held` targets. */
@@ -36,12 +48,13 @@ const PAUSED = `SELECT 1 FROM actions_target_health h WHERE h.project = e.projec
  * event of a running target due now answers 0 at once (the usual case under load, when the minimum
  * below would read every waiting event of the backlog: 3.6 ms per drain at 2,000 events/s). Only
  * when nothing is due now is the minimum taken, over what waits (future retries, paused targets).
+ * Events behind an earlier event of their ordering key are left out: they wait for it, not for a time.
  */
 export const NEXT_DUE_SQL = `SELECT CASE
     WHEN EXISTS (
       SELECT 1 FROM actions_event e
       WHERE e.project = $1 AND ${DUE} AND e.state <> 'processing' AND e.target <> ALL($2::text[])
-        AND NOT EXISTS (${PAUSED})
+        AND NOT EXISTS (${PAUSED}) AND ${headOfKey('e')}
       ORDER BY e.priority DESC, e.visible_at LIMIT 1)
     THEN 0::float8
     ELSE (
@@ -49,7 +62,7 @@ export const NEXT_DUE_SQL = `SELECT CASE
       FROM actions_event e
       LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL
       WHERE e.project = $1 AND e.state IN ('created', 'retrying') AND e.target <> ALL($2::text[])
-        AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL))
+        AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL) AND ${headOfKey('e')})
   END AS ms`
 
 /**

@@ -16,19 +16,25 @@ export type NewEventsContext = {
 }
 
 /** One event to write whose payload is already serialized (enqueue measured it). */
-export type SerializedEvent = { id: string; trigger: string; target: string; priority: number; payloadJson: string }
+export type SerializedEvent = {
+  id: string; trigger: string; target: string; priority: number; payloadJson: string
+  /** The ordering key (migration 006): a hash of the payload's entity and id, or null when the target does not order. */
+  orderKey?: string | null
+}
 
 /**
- * $1..$7 the request's fields, $8..$12 the events' ids, triggers, targets, priorities and payloads.
+ * $1..$7 the request's fields, $8..$13 the events' ids, triggers, targets, priorities, payloads and
+ * ordering keys.
  * Ids are the project's own (the key is (id, project)): an id the project already has is skipped, a
  * retried request writing nothing twice. `seq` (migration 005) numbers the events in the request's
  * order: the claim breaks a tie of due times by it, so one request's events leave in the order the
  * producer sent them. nextval is evaluated after the ORDER BY, row by row in that order.
  */
 export const INSERT_EVENTS_SQL = `INSERT INTO actions_event (id, project, transaction_id, stage, schema_version, identity_id, ip_address, user_agent,
-                              trigger, target, priority, payload, seq)
-  SELECT e.id, $1, $2, $3, $4, $5, $6, $7, e.trigger, e.target, e.priority, e.payload, nextval('actions_event_seq')
-  FROM unnest($8::uuid[], $9::text[], $10::text[], $11::int[], $12::jsonb[]) WITH ORDINALITY AS e(id, trigger, target, priority, payload, ord)
+                              trigger, target, priority, payload, order_key, seq)
+  SELECT e.id, $1, $2, $3, $4, $5, $6, $7, e.trigger, e.target, e.priority, e.payload, e.order_key, nextval('actions_event_seq')
+  FROM unnest($8::uuid[], $9::text[], $10::text[], $11::int[], $12::jsonb[], $13::uuid[])
+       WITH ORDINALITY AS e(id, trigger, target, priority, payload, order_key, ord)
   ORDER BY e.ord
   ON CONFLICT (id, project) DO NOTHING
   RETURNING id`
@@ -43,7 +49,7 @@ export async function insertNewEvents(db: Queryable, ctx: NewEventsContext, even
     values: [
       ctx.project, ctx.transactionId, ctx.stage, ctx.schemaVersion, ctx.identityId, ctx.ipAddress, ctx.userAgent,
       events.map(e => e.id), events.map(e => e.trigger), events.map(e => e.target), events.map(e => e.priority),
-      events.map(e => e.payloadJson),
+      events.map(e => e.payloadJson), events.map(e => e.orderKey ?? null),
     ],
   })
   return rows.map(r => r.id)

@@ -31,6 +31,8 @@ export type AttemptRecord = {
 export type RecordedRow = {
   id: string; state: 'succeed' | 'retrying' | 'failed'; num_retries: number; target: string; trigger: string
   held: boolean; target_paused: 'failures' | 'gone' | null; target_resumed: boolean
+  /** The event has an ordering key: once it is resolved, the key's next event may be claimable. */
+  keyed: boolean
 }
 
 /**
@@ -106,7 +108,7 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
       last_state_change = now()
     FROM u
     WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
-    RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger,
+    RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed,
               NOT u.ok AND e.state = 'retrying' AND e.num_retries = u.attempts AS held
   ),
   seen AS (
@@ -123,7 +125,7 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
            c.paused_reason IS NULL AND u.was_paused IS NOT NULL AS resumed
     FROM health c JOIN u ON u.project = c.project AND u.target = c.target
   )
-  SELECT ev.id, ev.state, ev.num_retries, ev.target, ev.trigger, ev.held,
+  SELECT ev.id, ev.state, ev.num_retries, ev.target, ev.trigger, ev.held, ev.keyed,
          c.paused AS target_paused, coalesce(c.resumed, false) AS target_resumed
   FROM ev LEFT JOIN changes c ON c.project = ev.project AND c.target = ev.target`
 
@@ -142,7 +144,7 @@ export const RECORD_OK_SQL = `WITH ev AS (
       first_failed_at = NULL, last_state_change = now()
     FROM unnest($1::uuid[], $2::timestamptz[], $9::text[]) AS u(id, lease, project)
     WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
-    RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger
+    RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed
   ),
   -- The targets' health rows as the statement began (DISTINCT: an upsert may touch a row only once).
   was AS (
@@ -157,7 +159,7 @@ export const RECORD_OK_SQL = `WITH ev AS (
     SELECT c.project, c.target, c.paused_reason IS NULL AND w.was_paused IS NOT NULL AS resumed
     FROM health c JOIN was w ON w.project = c.project AND w.target = c.target
   )
-  SELECT ev.id, ev.state, ev.num_retries, ev.target, ev.trigger, false AS held,
+  SELECT ev.id, ev.state, ev.num_retries, ev.target, ev.trigger, false AS held, ev.keyed,
          NULL::text AS target_paused, coalesce(c.resumed, false) AS target_resumed
   FROM ev LEFT JOIN changes c ON c.project = ev.project AND c.target = ev.target`
 
@@ -258,7 +260,8 @@ export const RECORD_MINIMAL_SQL = `UPDATE actions_event e SET
     first_failed_at = CASE WHEN $4::bool THEN NULL ELSE coalesce(e.first_failed_at, now()) END,
     last_state_change = now()
   WHERE e.id = $1 AND e.project = $3 AND ${PROCESSING} AND e.visible_at = $2::timestamptz
-  RETURNING e.id, e.state, e.num_retries, e.target, e.trigger, false AS held, NULL::text AS target_paused, false AS target_resumed`
+  RETURNING e.id, e.state, e.num_retries, e.target, e.trigger, false AS held, NULL::text AS target_paused, false AS target_resumed,
+            e.order_key IS NOT NULL AS keyed`
 
 /** Records one attempt by {@link RECORD_MINIMAL_SQL}, with `errorMessage` (ours, never receiver text) as its entry. */
 export async function recordMinimal(db: Queryable, r: AttemptRecord, errorMessage: string): Promise<RecordedRow[]> {

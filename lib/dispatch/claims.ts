@@ -149,6 +149,14 @@ export class ClaimQueue {
     await this.claiming
   }
 
+  /** Claims once more now, whatever the last claim found; true when batches are queued after it. */
+  async claimAgain(): Promise<boolean> {
+    this.changed()
+    await this.refill()
+    if (this.failure) throw this.failure
+    return this.queue.length > 0
+  }
+
   private changed(): void {
     this.changes++
     this.exhausted = false

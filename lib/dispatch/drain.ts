@@ -53,6 +53,10 @@ type Run = {
   /** Resolved when a delivery finishes: idle workers wait for it, as its outcome may make more work claimable. */
   deliveryDone: Deferred
   sliced: boolean
+  /** `resolved`: a record resolved an event of an ordering key since the last claim began, so the key's next event may be claimable. */
+  keys: { resolved: boolean }
+  /** The claim idle workers wait on once everything delivered is being recorded ({@link reclaim}). */
+  reclaim?: Promise<boolean> | undefined
   failure?: unknown
 }
 
@@ -93,8 +97,10 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     targets: Object.values(stored?.schema.targets ?? {}), variables, config: deps.config, remainingMs: opts.remainingMs(), log, metrics,
   })
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
+  const keys = { resolved: false }
   const recorder = createRecorder(deps.db, (rows, records) => {
     countRecorded(rows, records, result, metrics, log)
+    if (rows.some(r => r.keyed && r.state !== 'retrying')) keys.resolved = true
     for (const paused of reportTargetHealth(rows, log)) void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
   }, log, recordSettings(deps.config))
   const claims = new ClaimQueue({
@@ -102,10 +108,15 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     concurrency: deps.config.DISPATCH_CONCURRENCY,
     maxClaimedBytes: deps.config.DISPATCH_MAX_CLAIMED_BYTES,
     fits: t => opts.remainingMs() >= t.timeoutMs + deps.config.DISPATCH_TIME_MARGIN_MS,
-    beforeClaim: async () => { if (recorder.backlog() > MAX_UNRECORDED) await recorder.flush() },
+    // With nothing in flight the claim waits for the last outcomes to be written: they may have
+    // resolved the head of an ordering key, making its next event claimable by this very claim.
+    beforeClaim: async () => {
+      if (recorder.backlog() > MAX_UNRECORDED || claims.delivering === 0) await recorder.flush()
+      keys.resolved = false
+    },
     onClaimFailures: claimed => failedByClaim(claimed, result, metrics, log),
   })
-  return { deps, project, opts, log, metrics, targets, claims, recorder, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false }
+  return { deps, project, opts, log, metrics, targets, claims, recorder, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false, keys }
 }
 
 /** One of the drain's workers: takes turns until the drain is done or has failed. */
@@ -132,7 +143,13 @@ async function turn(run: Run): Promise<boolean> {
   const next = await run.claims.next()
   if (next === 'again') return true
   if (next === 'empty') {
-    if (run.claims.delivering === 0) return false
+    if (run.claims.delivering === 0) {
+      // The last outcomes may resolve the head of an ordering key whose next event is due: write them
+      // now (the drain's end would anyway) and claim once more rather than leave that event to a signal.
+      // Every idle worker waits on the one attempt, so all go on if it brings work.
+      run.reclaim ??= reclaim(run).finally(() => { run.reclaim = undefined })
+      return run.reclaim
+    }
     await run.deliveryDone.promise
     return true
   }
@@ -144,6 +161,18 @@ async function turn(run: Run): Promise<boolean> {
     announceDeliveryDone(run)
   }
   return true
+}
+
+/**
+ * The last outcomes may resolve the head of an ordering key whose next event is due: writes them now
+ * (the drain's end would anyway) and claims once more rather than leave that event to a signal. True
+ * when the claim brought work; never claims again unless a record resolved a keyed event since.
+ */
+async function reclaim(run: Run): Promise<boolean> {
+  if (run.recorder.backlog() > 0) await run.recorder.flush()
+  if (!run.keys.resolved || run.sliced) return false
+  run.keys.resolved = false
+  return run.claims.claimAgain()
 }
 
 /** Wakes every worker waiting for a delivery to finish. */

@@ -59,12 +59,13 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
   const problems: string[] = []
   const events: SerializedEvent[] = []
   const unmatched: number[] = []
-  const add = (index: number, id: string, trigger: string, target: string, priority: number, payload: unknown) => {
+  const add = (index: number, id: string, trigger: string, target: string, priority: number, payload: unknown, about: About) => {
     const payloadJson = JSON.stringify(payload)
     const bytes = Buffer.byteLength(payloadJson)
     if (bytes > MAX_PAYLOAD_BYTES) problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
     else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32) problems.push(`${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`)
-    events.push({ id, trigger, target, priority, payloadJson })
+    const ordered = (Object.hasOwn(schema.targets, target) ? schema.targets[target]?.ordering : undefined) !== 'none'
+    events.push({ id, trigger, target, priority, payloadJson, orderKey: ordered ? orderKey(target, about) : null })
   }
   for (const [i, e] of req.events.entries()) {
     if (problems.length >= MAX_PROBLEMS) break
@@ -80,14 +81,14 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
         continue
       }
       // Stored as sent: the producer's own object, which zod's copy might reorder or (for `__proto__` keys) drop.
-      add(i, e.id?.toLowerCase() ?? randomUUID(), e.trigger, trigger.target, trigger.priority ?? 0, e.payload)
+      add(i, e.id?.toLowerCase() ?? randomUUID(), e.trigger, trigger.target, trigger.priority ?? 0, e.payload, parsed.data)
       continue
     }
     const mutation = mutationSchema.safeParse(e.payload)
     if (!mutation.success) { problems.push(...describeBounded(mutation.error.issues, base)); continue }
     const fired = fanOut(schema, mutation.data)
     if (fired.length === 0) unmatched.push(i)
-    for (const f of fired) add(i, e.id === undefined ? randomUUID() : derivedId(req.project, e.id, f.trigger), f.trigger, f.target, f.priority, f.payload)
+    for (const f of fired) add(i, e.id === undefined ? randomUUID() : derivedId(req.project, e.id, f.trigger), f.trigger, f.target, f.priority, f.payload, mutation.data)
     if (events.length > MAX_WRITTEN_EVENTS_PER_REQUEST) {
       problems.push(`events: the mutations fire more than ${MAX_WRITTEN_EVENTS_PER_REQUEST} events; split the request`)
       break
@@ -109,4 +110,17 @@ export function derivedId(project: string, id: string, trigger: string): string 
   h[8] = ((h[8] ?? 0) & 0x3f) | 0x80
   const hex = h.subarray(0, 16).toString('hex')
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
+
+/** What an event is about: the entity its payload names (every accepted payload names one). */
+type About = { entity: string; id: string | number }
+
+/**
+ * The ordering key of a target's events about one entity (migration 006): a name-based UUID over the
+ * target, the entity and its id, so keys are fixed-size in the index however long the names are.
+ * `1` and `"1"` are two ids, as they are two JSON values.
+ */
+export function orderKey(target: string, { entity, id }: About): string {
+  const h = createHash('md5').update(JSON.stringify([target, entity, id])).digest('hex')
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`
 }

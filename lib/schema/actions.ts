@@ -43,6 +43,11 @@ export const webhookTargetSchema = z.object({
   batchSize: number.optional(),
   /** Extension (not upstream): a `{{NAME}}` variable holding the Standard Webhooks signing secret. */
   signingSecret: z.string().regex(VARIABLE_REFERENCE, 'expected a {{NAME}} variable reference').optional(),
+  /**
+   * Extension (not upstream): `entity` (the default) delivers the events of one entity (payload
+   * `entity` and `id`) one at a time, in enqueue order; `none` lets them overtake each other.
+   */
+  ordering: z.enum(['entity', 'none'], { message: 'expected "entity" or "none"' }).optional(),
 }).strict()
 
 const triggerBase = {

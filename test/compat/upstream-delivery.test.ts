@@ -47,7 +47,9 @@ const schema = (url: string) => ({
 // `selection`); a watch payload's base events carry `nodes` and `path`.
 const basicPayload = { trigger: 'title_changed', operation: 'update', entity: 'Article', id: 7, values: { title: 'B' }, old: { title: 'A' },
   selection: { id: 7, title: 'B' }, nodes: [{ relation: 'author', entity: 'Author', id: 3 }] }
-const watchPayload = { operation: 'watch', trigger: 'tags', entity: 'Article', id: 7, selection: { id: 7 }, events: [
+// Another article than the basic payload's: one article's events go one at a time (per-entity order),
+// and this test wants them all in one request.
+const watchPayload = { operation: 'watch', trigger: 'tags', entity: 'Article', id: 6, selection: { id: 6 }, events: [
   { operation: 'update', entity: 'Tag', id: 't1', values: { name: 'x' }, old: { name: 'y' }, path: ['tags'], nodes: [{ relation: 'tags', entity: 'Tag', id: 't1' }] },
 ] }
 

@@ -7,6 +7,8 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js'
 import { until } from '../helpers/wait.js'
 import { testEnv, type TestEnv } from '../helpers/runtime.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
+import { enqueue } from '../../lib/enqueue.js'
+import { TX } from '../fixtures/schemas.js'
 
 let env: TestEnv
 let rx: Receiver
@@ -103,5 +105,28 @@ describe('concurrent and crashing dispatchers', () => {
     expect((await states(deps(), 'crash')).get(id ?? '')).toMatchObject({ state: 'succeed', num_retries: 2 })
     const { rows } = await deps().db.query('SELECT log FROM actions_event WHERE id = $1', [id])
     expect(rows[0].log).toEqual([{ ok: false, errorMessage: LEASE_EXPIRED }])
+  })
+
+  it('keeps an entity in order across a killed dispatcher: after the lease the key goes on from the lost event', async () => {
+    rx.requests.length = 0
+    let hold = true
+    rx.respond((_, res) => { if (!hold) res.end() })
+    await schemaFor(deps(), 'crash-order', { t: { url: rx.url, timeoutMs: 2000 } })
+    const updates = [1, 2, 3].map(v => ({ trigger: 'to_t', payload: { operation: 'update', entity: 'Article', id: 'one', values: { v } } }))
+    await enqueue(deps(), { project: 'crash-order', transactionId: TX, events: updates })
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/drain-child.ts'], {
+      env: { ...process.env, PROJECT: 'crash-order', DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, SQS_ENDPOINT: env.queue.endpoint, LEASE_MARGIN_MS: '1000', LOG_LEVEL: 'error' },
+      stdio: 'ignore',
+    })
+    const exited = new Promise(resolve => child.on('exit', resolve))
+    await until('the child to start delivering', async () => rx.requests.length === 1)
+    child.kill('SIGKILL')
+    await exited
+    hold = false
+    // While the first update's lease runs, the later ones wait behind it.
+    expect(await drainProject(deps(), 'crash-order', forever)).toMatchObject({ succeeded: 0, batches: 0 })
+    await until('the lease to run out', async () => (await deps().db.query(`SELECT bool_and(visible_at <= now()) AS due FROM actions_event WHERE project = 'crash-order' AND state = 'processing'`)).rows[0].due)
+    expect(await drainProject(deps(), 'crash-order', forever)).toMatchObject({ succeeded: 3 })
+    expect(rx.requests.map(r => r.body.events.map((e: { values: { v: number } }) => e.values.v))).toEqual([[1], [1], [2], [3]])
   })
 })

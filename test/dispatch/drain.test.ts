@@ -1,6 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createDeps } from '../../lib/deps.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
+import { enqueue } from '../../lib/enqueue.js'
+import { createPayload, TX } from '../fixtures/schemas.js'
 import { countStatements } from '../helpers/statements.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { json, startReceiver, type Receiver } from '../helpers/receiver.js'
@@ -42,7 +44,8 @@ describe('claim and deliver', () => {
     })
     const a = await enqueueMany(deps(), project, 'to_a', 7)
     const b = await enqueueMany(deps(), project, 'to_b', 3)
-    const urgent = await enqueueMany(deps(), project, 'urgent_b', 1)
+    // Another entity than b's (ids 0..2): priority orders across entities, never within one.
+    const urgent = (await enqueue(deps(), { project, transactionId: TX, events: [{ trigger: 'urgent_b', payload: createPayload(99) }] })).eventIds
     const res = await drainProject(deps(), project, forever)
     expect(res).toMatchObject({ succeeded: 11, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, stop: 'idle', signal: 'none' })
     for (const r of rx.requests) {

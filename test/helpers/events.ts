@@ -12,12 +12,15 @@ export async function schemaFor(deps: Deps, project: string, targets: Record<str
   })
 }
 
-/** Enqueues `count` create events through the real enqueue path; returns their ids. */
-export async function enqueueMany(deps: Deps, project: string, trigger: string, count: number): Promise<string[]> {
+/**
+ * Enqueues `count` create events through the real enqueue path, of entities `first`, `first + 1`, …
+ * (each its own ordering key unless calls overlap); returns their ids.
+ */
+export async function enqueueMany(deps: Deps, project: string, trigger: string, count: number, first = 0): Promise<string[]> {
   const ids: string[] = []
   for (let i = 0; i < count; i += 5_000) {
     const n = Math.min(5_000, count - i)
-    const res = await enqueue(deps, { project, transactionId: TX, events: Array.from({ length: n }, (_, j) => ({ trigger, payload: createPayload(i + j) })) })
+    const res = await enqueue(deps, { project, transactionId: TX, events: Array.from({ length: n }, (_, j) => ({ trigger, payload: createPayload(first + i + j) })) })
     ids.push(...res.eventIds)
   }
   return ids

@@ -67,7 +67,7 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     await schemaFor(deps(), 'alpha', { t: { url: 'http://127.0.0.1:9' } })
     await schemaFor(deps(), 'beta', { t: { url: 'http://127.0.0.1:9' } })
     await enqueueMany(deps(), 'alpha', 'to_t', 5)
-    const retrying = await enqueueMany(deps(), 'alpha', 'to_t', 2)
+    const retrying = await enqueueMany(deps(), 'alpha', 'to_t', 2, 5)
     await deps().db.query(`UPDATE actions_event SET state = 'retrying', visible_at = now() - interval '90 seconds' WHERE id = ANY($1)`, [retrying])
     const failed = await enqueueMany(deps(), 'beta', 'to_t', 3)
     await deps().db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() WHERE id = ANY($1)`, [failed])
