@@ -12,8 +12,15 @@ import { articlePayload } from './jobs.js'
 import { countStatements } from './statements.js'
 import { timedDelivery, type RunResult, type TimedContext } from './timed.js'
 
-/** The projects the bench stores schemas for: one webhook target each, at the given batch size. */
-export const project = (batchSize: number) => `bench_b${batchSize}`
+/**
+ * How a delivery row orders and keys its events: `entity` (the default ordering, every event its own
+ * entity), `none` (`ordering: 'none'`), `keys10` (`entity`, ten events per entity, spread over the backlog).
+ */
+export type OrderVariant = 'entity' | 'none' | 'keys10'
+export const ORDER_VARIANTS: readonly OrderVariant[] = ['entity', 'none', 'keys10']
+
+/** The projects the bench stores schemas for: one webhook target each, at the given batch size and ordering. */
+export const project = (batchSize: number, variant: OrderVariant = 'entity') => `bench_b${batchSize}${variant === 'entity' ? '' : `_${variant}`}`
 export const BATCH_SIZES = [1, 50] as const
 
 const TRIGGER = 'article_created'
@@ -28,8 +35,8 @@ export type ActionsBench = {
   config: Config
   /** Statements sent through deps.db (bench/statements.ts). */
   statements: { reset(): void; count(): number }
-  /** Stores a project with one webhook target to the receiver at `batchSize`. */
-  storeProject(projectName: string, batchSize: number): Promise<void>
+  /** Stores a project with one webhook target to the receiver at `batchSize` (with `ordering: 'none'` when `unordered`). */
+  storeProject(projectName: string, batchSize: number, unordered?: boolean): Promise<void>
   /** Empties the event table (through a pool of its own, so nothing of it is counted). */
   truncate(): Promise<void>
   /**
@@ -39,10 +46,10 @@ export type ActionsBench = {
   seedHistory(projectName: string, n: number): Promise<void>
   /** Counts events of a project by state (uncounted pool). */
   countByState(projectName: string, state: string): Promise<number>
-  /** Pre-enqueues `n` events through the real `enqueue`, in large requests; not timed. */
-  prepare(projectName: string, n: number): Promise<void>
+  /** Pre-enqueues `n` events through the real `enqueue`, in large requests, `perKey` events per entity; not timed. */
+  prepare(projectName: string, n: number, perKey?: number): Promise<void>
   /** Delivers `n` pre-enqueued events through drainProject at DISPATCH_CONCURRENCY. */
-  deliver(batchSize: number, n: number): Promise<RunResult>
+  deliver(batchSize: number, n: number, variant?: OrderVariant): Promise<RunResult>
   /**
    * Enqueues `n` events through `enqueue` in requests of `perRequest`, `concurrency` requests at a time:
    * events naming their trigger, or mutations that each fire one of {@link FANOUT_TRIGGERS} basic triggers.
@@ -58,13 +65,15 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
   await migrate(deps.db)
   const statements = countStatements(deps.db)
   const check = new pg.Pool({ connectionString: url, max: 1 })
-  const storeProject = async (projectName: string, batchSize: number) => {
+  const storeProject = async (projectName: string, batchSize: number, unordered = false) => {
     await storeSchema(deps.db, projectName, {
-      targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl, batchSize } },
+      targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl, batchSize, ...(unordered ? { ordering: 'none' } : {}) } },
       triggers: { [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false } },
     })
   }
-  for (const batchSize of BATCH_SIZES) await storeProject(project(batchSize), batchSize)
+  for (const batchSize of BATCH_SIZES) {
+    for (const variant of ORDER_VARIANTS) await storeProject(project(batchSize, variant), batchSize, variant === 'none')
+  }
   await storeSchema(deps.db, FANOUT_PROJECT, {
     targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl } },
     triggers: Object.fromEntries(Array.from({ length: FANOUT_TRIGGERS }, (_, i) => {
@@ -86,10 +95,12 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
     const { rows } = await check.query<{ n: number }>('SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = $2', [projectName, state])
     return rows[0]?.n ?? 0
   }
-  const prepare = async (projectName: string, n: number) => {
+  const prepare = async (projectName: string, n: number, perKey = 1) => {
+    // With several events per entity, an entity's events are spread over the backlog: i mod (n / perKey).
+    const keys = Math.max(1, Math.ceil(n / perKey))
     for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
       const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
-      await enqueue(deps, request(projectName, Array.from({ length: size }, (_, j) => articlePayload(i + j))))
+      await enqueue(deps, request(projectName, Array.from({ length: size }, (_, j) => articlePayload((i + j) % keys))))
     }
     // Every contender's table is analyzed after its bulk load, as autovacuum would soon do in production.
     await check.query('VACUUM ANALYZE actions_event')
@@ -97,17 +108,25 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
 
   return {
     deps, config, statements, storeProject, truncate, seedHistory, countByState, prepare,
-    deliver: async (batchSize, n) => {
+    deliver: async (batchSize, n, variant = 'entity') => {
+      const name = project(batchSize, variant)
       await truncate()
-      await prepare(project(batchSize), n)
+      await prepare(name, n, variant === 'keys10' ? 10 : 1)
       return timedDelivery(ctx, n, async () => {
-        // The real dispatch path, without the Lambda clock: drain until nothing is due.
-        const drain = drainProject(deps, project(batchSize), { remainingMs: () => Infinity })
+        // The real dispatch path, without the Lambda clock: drain until nothing is due. With several
+        // events per entity a drain may end while the last of them wait for their predecessors' records.
+        const drainAll = async () => {
+          for (let i = 0; i < 1_000; i++) {
+            await drainProject(deps, name, { remainingMs: () => Infinity })
+            if (variant !== 'keys10' || (await countByState(name, 'succeed')) === n) return
+          }
+        }
+        const drain = drainAll()
         return {
           finished: drain,
           stop: async () => {
             await drain
-            return (await countByState(project(batchSize), 'succeed')) === n
+            return (await countByState(name, 'succeed')) === n
           },
         }
       }, statements)

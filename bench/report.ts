@@ -24,6 +24,8 @@ export type Report = {
 
 // Issue 14's targets: against the best peer and the ceiling row, statement budgets, latency under load.
 const TARGETS = { b1PeerRatio: 1.5, b1CeilingRatio: 0.5, b50PeerRatio: 3, b1Statements: 0.1, b50Statements: 0.01 }
+// Issue 22's: per-entity order with distinct keys costs at most this share of `ordering: 'none'`'s events/s.
+const ORDER_COST = 0.1
 /** p99 enqueue-to-delivery bound (ms) by offered rate (events/s). */
 const LATENCY_P99_MS = new Map([[500, 100], [2_000, 250]])
 
@@ -170,6 +172,15 @@ function targets(scenarios: Scenario[], eps: (key: string) => { median: number }
   for (const [key, size, budget] of [['actions-b1', 1, TARGETS.b1Statements], ['actions-b50', 50, TARGETS.b50Statements]] as const) {
     const v = stmts(key)
     line(v === undefined ? undefined : v <= budget, `batchSize ${size}: ${dec(v, 3)} statements per delivered event; target <= ${budget}`)
+  }
+  for (const size of [1, 50]) {
+    const [ordered, none] = [`actions-b${size}`, `actions-b${size}-none`]
+    if (!has(ordered) || !has(none)) {
+      line(undefined, `batchSize ${size}: ordering entity >= ${dec(1 - ORDER_COST)}x ordering none (not measured in this run)`)
+      continue
+    }
+    const r = eps(ordered).median / eps(none).median
+    line(r >= 1 - ORDER_COST, `batchSize ${size}: ordering entity (distinct keys) ${int(eps(ordered).median)}/s = ${dec(r)}x ordering none (${int(eps(none).median)}/s); target >= ${dec(1 - ORDER_COST)}x`)
   }
   for (const [rate, bound] of LATENCY_P99_MS) {
     const s = scenarios.find(x => x.kind === 'latency' && x.rate === rate)

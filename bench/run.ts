@@ -13,7 +13,7 @@ import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
 import pg from 'pg'
 import { repoFile } from './repo.js'
-import { FANOUT_TRIGGERS, setupActions } from './actions.js'
+import { BATCH_SIZES, FANOUT_TRIGGERS, setupActions } from './actions.js'
 import { BARE_LABEL, setupBareClient } from './bare.js'
 import { createCpuMeter } from './cpu.js'
 import { deployedEventSource } from './deployment.js'
@@ -88,6 +88,11 @@ async function main(): Promise<void> {
       { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery', run: n => actions.deliver(1, n) },
       { key: 'actions-b50', contender: 'Actions', scenario: 'drainProject, batchSize 50', kind: 'delivery', run: n => actions.deliver(50, n) },
     ]
+    // Per-entity order (the default, distinct keys above) against none, and with ten events per entity.
+    for (const size of BATCH_SIZES) {
+      all.push({ key: `actions-b${size}-none`, contender: 'Actions', scenario: `drainProject, batchSize ${size}, ordering none`, kind: 'delivery', run: n => actions.deliver(size, n, 'none') })
+      all.push({ key: `actions-b${size}-keys10`, contender: 'Actions', scenario: `drainProject, batchSize ${size}, 10 events per entity`, kind: 'delivery', run: n => actions.deliver(size, n, 'keys10') })
+    }
     if (wants('graphile')) {
       const graphile = await setupGraphile(await server.freshDatabase(db.graphile), receiver.url, ctxFor(db.graphile))
       cleanups.push(() => graphile.close())

@@ -1,5 +1,5 @@
--- Per-entity order (issue 22). `order_key` names what an event is about: its target and its
--- payload's (entity, id), hashed (lib/enqueue/within.ts) so the index entry is fixed-size whatever the
+-- Per-entity order (issue 22). `order_key` names what an event is about: its project, its target and
+-- its payload's (entity, id), hashed (lib/enqueue/within.ts) so the index entry is fixed-size whatever the
 -- names (a target name from a schema stored before names had a bound may be long), set at enqueue for targets with `ordering: 'entity'` (the default)
 -- and NULL for `'none'` and for events stored before this migration (they stay unordered). Events of
 -- one (project, order_key) are delivered one at a time in `seq` order: only the key's earliest
@@ -8,5 +8,7 @@ ALTER TABLE actions_event ADD COLUMN order_key uuid;
 
 -- "Is there an earlier unresolved event of this key?": one probe per keyed candidate. Partial on the
 -- unresolved states, like the due index, so resolved history never grows it.
-CREATE INDEX actions_event_key_idx ON actions_event (project, order_key, seq)
+-- The key alone leads: it already names the project, and a short entry is cheaper to write twice per
+-- event (insert, claim).
+CREATE INDEX actions_event_key_idx ON actions_event (order_key, seq)
   WHERE order_key IS NOT NULL AND state IN ('created', 'retrying', 'processing');

@@ -10,14 +10,14 @@ export const DUE = `state IN ('created', 'retrying', 'processing') AND visible_a
 
 /**
  * Per-entity order (migration 006): an event of an ordering key waits while an earlier event of the key
- * (same project and key, the key covering the target; smaller `seq`) is unresolved: retrying, in flight, or waiting on a
+ * (same key, which covers the project and target; smaller `seq`) is unresolved: retrying, in flight, or waiting on a
  * paused target. Only the key's head may be claimed, so a batch never holds two events of a key and
  * at most one request per key is in flight, across every drain. `e` is the outer row's name. One
  * probe of actions_event_key_idx per keyed row; unkeyed rows pay nothing.
  */
 export const headOfKey = (e: string) => `(${e}.order_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM actions_event k
-        WHERE k.project = ${e}.project AND k.order_key = ${e}.order_key
+        WHERE k.order_key = ${e}.order_key AND k.project = ${e}.project
           AND k.state IN ('created', 'retrying', 'processing') AND k.seq < ${e}.seq))`
 
 // `held` names targets whose events wait for a schema fix: they are due but no drain will take them,

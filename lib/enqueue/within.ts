@@ -65,7 +65,7 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
     if (bytes > MAX_PAYLOAD_BYTES) problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
     else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32) problems.push(`${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`)
     const ordered = (Object.hasOwn(schema.targets, target) ? schema.targets[target]?.ordering : undefined) !== 'none'
-    events.push({ id, trigger, target, priority, payloadJson, orderKey: ordered ? orderKey(target, about) : null })
+    events.push({ id, trigger, target, priority, payloadJson, orderKey: ordered ? orderKey(req.project, target, about) : null })
   }
   for (const [i, e] of req.events.entries()) {
     if (problems.length >= MAX_PROBLEMS) break
@@ -116,11 +116,11 @@ export function derivedId(project: string, id: string, trigger: string): string 
 type About = { entity: string; id: string | number }
 
 /**
- * The ordering key of a target's events about one entity (migration 006): a name-based UUID over the
- * target, the entity and its id, so keys are fixed-size in the index however long the names are.
- * `1` and `"1"` are two ids, as they are two JSON values.
+ * The ordering key of a project's events for one target about one entity (migration 006): 128 bits of
+ * SHA-256 over the four, so keys are fixed-size in the index however long the names are, and no
+ * tenant can make its key collide with another's. `1` and `"1"` are two ids, as they are two JSON values.
  */
-export function orderKey(target: string, { entity, id }: About): string {
-  const h = createHash('md5').update(JSON.stringify([target, entity, id])).digest('hex')
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`
+export function orderKey(project: string, target: string, { entity, id }: About): string {
+  const h = createHash('sha256').update(JSON.stringify([project, target, entity, id])).digest('hex')
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`
 }
