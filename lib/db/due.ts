@@ -40,7 +40,8 @@ export async function hasDueEvents(db: Queryable, project: string, held: readonl
 }
 
 // A paused target's events wait for its probe (never, without one: an operator resumes it).
-const PAUSED = `SELECT 1 FROM actions_target_health h WHERE h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL`
+// Held by a receiver's Retry-After (migration 007): its events wait for that time.
+const PAUSED = `SELECT 1 FROM actions_target_health h WHERE h.project = e.project AND h.target = e.target AND (h.paused_at IS NOT NULL OR h.hold_until > now())`
 
 /**
  * $1 project, $2 held targets. The next time a waiting event (created or retrying) of the project
@@ -58,9 +59,9 @@ export const NEXT_DUE_SQL = `SELECT CASE
       ORDER BY e.priority DESC, e.visible_at LIMIT 1)
     THEN 0::float8
     ELSE (
-      SELECT (extract(epoch FROM min(greatest(e.visible_at, h.probe_at)) - now()) * 1000)::float8
+      SELECT (extract(epoch FROM min(greatest(e.visible_at, h.probe_at, h.hold_until)) - now()) * 1000)::float8
       FROM actions_event e
-      LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL
+      LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND (h.paused_at IS NOT NULL OR h.hold_until > now())
       WHERE e.project = $1 AND e.state IN ('created', 'retrying') AND e.target <> ALL($2::text[])
         AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL) AND ${headOfKey('e')})
   END AS ms`

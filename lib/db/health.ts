@@ -31,12 +31,14 @@ export const DEFAULT_RECORD_SETTINGS: RecordSettings = {
  * The claim's view of target health ($1 project, $2 targets claimable). `probing`: the paused targets
  * whose probe is due and that have a due event; the guarded UPDATE advances `probe_at` by the current
  * interval, so a concurrent claim (which waits for this row, then re-checks `probe_at <= now()`) never
- * probes the same target twice. `blocked`: paused targets not probing now; their events are not claimed.
+ * probes the same target twice. `blocked`: paused targets not probing now, and targets a receiver's
+ * Retry-After holds (`hold_until`, migration 007); their events are not claimed.
  */
 export const CLAIM_HEALTH_CTES = `probing AS (
     UPDATE actions_target_health h
     SET probe_at = now() + coalesce(h.probe_interval_ms, ${DEFAULT_RECORD_SETTINGS.probeMs}) * interval '1 millisecond', updated_at = now()
     WHERE h.project = $1 AND h.paused_at IS NOT NULL AND h.probe_at <= now() AND h.target = ANY($2::text[])
+      AND (h.hold_until IS NULL OR h.hold_until <= now())
       -- Ordered and limited as the due index is, so it probes the index per paused target instead of
       -- becoming a semi-join over a sequential scan of the whole table.
       AND EXISTS (SELECT 1 FROM actions_event d WHERE d.project = $1 AND d.target = h.target
@@ -45,7 +47,7 @@ export const CLAIM_HEALTH_CTES = `probing AS (
   ),
   blocked AS (
     SELECT target FROM actions_target_health
-    WHERE project = $1 AND paused_at IS NOT NULL AND target NOT IN (SELECT target FROM probing)
+    WHERE project = $1 AND ((paused_at IS NOT NULL AND target NOT IN (SELECT target FROM probing)) OR hold_until > now())
   )`
 
 /** Where the record statements pass the breaker's settings: parameter references such as `$16`. */
@@ -71,7 +73,7 @@ const mode = ({ threshold }: HealthParams) => `(CASE
 
 /**
  * A record statement's health upsert over `seen` (per project and target: down, gone, failed
- * batches, held, known). A target with no row that answered writes nothing; a healthy row is not
+ * batches, held, known, and `hold_until`: when a Retry-After asked the target to be left alone until). A target with no row that answered writes nothing; a healthy row is not
  * rewritten by a success. A failure run starts at the earliest failure recorded (least()), so a
  * statement that commits late cannot start the run after an event's own first failure. `p` names the
  * parameters holding the threshold, the first probe interval (ms) and the probe interval cap (ms).
@@ -82,14 +84,16 @@ export function healthUpsert(p: HealthParams): string {
   const DOUBLED = `least(coalesce(h.probe_interval_ms, ${PROBE})::bigint * 2, ${p.probeCap}::int)::int`
   return `health AS (
     INSERT INTO actions_target_health AS h
-      (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, updated_at)
+      (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, hold_until, updated_at)
     SELECT project, target, CASE WHEN down THEN batches ELSE 0 END, CASE WHEN down THEN now() END,
            CASE WHEN pause IS NOT NULL THEN now() END, pause,
            CASE WHEN pause = 'failures' THEN now() + ${PROBE} * interval '1 millisecond' END,
-           CASE WHEN pause = 'failures' THEN ${PROBE} END, now()
+           CASE WHEN pause = 'failures' THEN ${PROBE} END, hold_until, now()
     FROM (SELECT *, CASE WHEN ${p.threshold}::int = 0 THEN NULL WHEN gone THEN 'gone' WHEN down AND (held OR batches >= ${p.threshold}::int) THEN 'failures' END AS pause FROM seen) s
-    WHERE down OR known
+    WHERE down OR known OR hold_until IS NOT NULL
     ON CONFLICT (project, target) DO UPDATE SET
+      -- The latest time any receiver answer asked for; a success does not lift it (it asked for time, not health).
+      hold_until = CASE WHEN excluded.hold_until > coalesce(h.hold_until, '-infinity') THEN excluded.hold_until ELSE h.hold_until END,
       consecutive_failures = CASE WHEN excluded.failing_since IS NULL THEN 0 ELSE h.consecutive_failures + excluded.consecutive_failures END,
       failing_since = CASE WHEN excluded.failing_since IS NULL THEN NULL ELSE least(h.failing_since, now()) END,
       paused_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN now() WHEN 'pause' THEN now() ELSE h.paused_at END,
@@ -100,7 +104,7 @@ export function healthUpsert(p: HealthParams): string {
       probe_interval_ms = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'pause' THEN ${PROBE}
                           WHEN 'backoff' THEN ${DOUBLED} ELSE h.probe_interval_ms END,
       updated_at = now()
-    WHERE excluded.failing_since IS NOT NULL OR h.consecutive_failures > 0 OR h.paused_reason = 'failures'
+    WHERE excluded.failing_since IS NOT NULL OR h.consecutive_failures > 0 OR h.paused_reason = 'failures' OR excluded.hold_until IS NOT NULL
     RETURNING h.project, h.target, h.paused_reason
   )`
 }

@@ -113,7 +113,10 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
   ),
   seen AS (
     SELECT u.project, u.target, NOT bool_or(u.answered) AS down, bool_or(u.gone) AS gone,
-           count(DISTINCT u.batch)::int AS batches, bool_or(u.known) AS known, coalesce(bool_or(ev.held), false) AS held
+           count(DISTINCT u.batch)::int AS batches, bool_or(u.known) AS known, coalesce(bool_or(ev.held), false) AS held,
+           -- A Retry-After holds the whole target until then (capped as the event's own delay is).
+           -- (least() skips NULLs: without the CASE an outcome without Retry-After would hold for the cap.)
+           max(CASE WHEN ${RETRY_AFTER} IS NOT NULL THEN now() + least(${RETRY_AFTER}, $15::float8) * interval '1 millisecond' END) AS hold_until
     FROM u LEFT JOIN ev ON ev.id = u.id AND ev.project = u.project
     GROUP BY u.project, u.target
   ),
@@ -152,7 +155,7 @@ export const RECORD_OK_SQL = `WITH ev AS (
     FROM actions_target_health h
     JOIN (SELECT DISTINCT project, target FROM unnest($3::text[], $4::text[]) AS t(project, target)) t ON h.project = t.project AND h.target = t.target
   ),
-  seen AS (SELECT project, target, false AS down, false AS gone, 0 AS batches, true AS known, false AS held FROM was),
+  seen AS (SELECT project, target, false AS down, false AS gone, 0 AS batches, true AS known, false AS held, NULL::timestamptz AS hold_until FROM was),
   ${healthUpsert({ threshold: '$5', probe: '$6', probeCap: '$7' })},
   ${progressUpsert('$8')},
   changes AS (

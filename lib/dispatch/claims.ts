@@ -57,6 +57,8 @@ export class ClaimQueue {
   private readonly inFlight = new Map<string, number>()
   /** When a claim last found nothing due for a target; absent: not asked yet, or it had work. */
   private readonly emptyAt = new Map<string, number>()
+  /** Targets a receiver's Retry-After holds, until when (performance.now()); the database holds them for every other drain. */
+  private readonly holds = new Map<string, number>()
   private claiming: Promise<void> | undefined
   /** No claim can be made now: the byte budget or the queue is full, or no target fits the time left. */
   private exhausted = false
@@ -130,6 +132,24 @@ export class ClaimQueue {
   async releaseTarget(target: string): Promise<void> {
     const taken = this.takeQueued(c => c.target.name === target)
     if (taken.length > 0) await this.release(taken)
+  }
+
+  /**
+   * Holds a target for `ms` (its receiver answered 429 or 503 with Retry-After): its queued claims go
+   * back at once, unattempted, and none is handed out or claimed in this drain until then. Other drains
+   * see the hold once the outcome is recorded (actions_target_health.hold_until).
+   */
+  async holdTarget(target: string, ms: number): Promise<void> {
+    this.holds.set(target, Math.max(this.holds.get(target) ?? 0, performance.now() + ms))
+    await this.releaseTarget(target)
+  }
+
+  private isHeld(target: string): boolean {
+    const until = this.holds.get(target)
+    if (until === undefined) return false
+    if (until > performance.now()) return true
+    this.holds.delete(target)
+    return false
   }
 
   /** Batches handed out and not yet finished (counted as they are handed out, before any await). */
@@ -244,7 +264,7 @@ export class ClaimQueue {
    */
   private offered(ready: readonly ResolvedTarget[]): TargetClaimConfig[] {
     const now = performance.now()
-    const open = ready.filter(t => (this.held.get(t.name) ?? 0) <= this.perTarget / 2)
+    const open = ready.filter(t => (this.held.get(t.name) ?? 0) <= this.perTarget / 2 && !this.isHeld(t.name))
     const unasked = open.some(t => now - (this.emptyAt.get(t.name) ?? -Infinity) >= EMPTY_RECHECK_MS && (this.held.get(t.name) ?? 0) === 0)
     if (this.queue.length > this.prefetch / 2 && !unasked) return []
     return open.map(t => ({ name: t.name, batchSize: t.batchSize, leaseMs: t.leaseMs, maxBatches: this.perTarget - (this.held.get(t.name) ?? 0), maxAttempts: t.maxAttempts }))
@@ -294,7 +314,8 @@ export class ClaimQueue {
     const kept: Claimed[] = []
     for (const batch of claimed.batches) {
       const target = ready.find(t => t.name === batch.target)
-      if (target) kept.push({ batch, target, claimedAt })
+      // A claim under way when its target was held brings batches that must wait too.
+      if (target && !this.isHeld(target.name)) kept.push({ batch, target, claimedAt })
       else strays.push(batch)
     }
     this.bytes.claimed(kept.map(c => c.batch))

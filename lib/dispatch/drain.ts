@@ -5,7 +5,7 @@ import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
 import { MAX_DELAY_SECONDS } from '../signals.js'
 import { ClaimQueue } from './claims.js'
-import { countRecorded, deliverBatch, failedByClaim, type BatchReport, type Tally } from './outcomes.js'
+import { countRecorded, deliverBatch, failedByClaim, retryAfterMs, type BatchReport, type Tally } from './outcomes.js'
 import { recordSettings } from '../config.js'
 import { reportTargetHealth } from './health.js'
 import { createRecorder } from './recorder.js'
@@ -18,9 +18,10 @@ export type DrainOptions = {
   onBatch?: (batch: BatchReport) => void
   /**
    * Stop claiming after this many milliseconds and leave a continuation signal, so other projects of
-   * the invocation get their turn (drainProjects passes DISPATCH_PROJECT_SLICE_MS); unbounded when absent.
+   * the invocation get their turn (drainProjects passes DISPATCH_PROJECT_SLICE_MS, shorter while other
+   * projects wait); a function is asked at every turn. Unbounded when absent.
    */
-  sliceMs?: number
+  sliceMs?: number | (() => number)
 }
 
 export type DrainResult = Tally & {
@@ -135,7 +136,8 @@ async function worker(run: Run): Promise<void> {
  * queued or claimable, and no worker is delivering.
  */
 async function turn(run: Run): Promise<boolean> {
-  if (!run.sliced && run.opts.sliceMs !== undefined && performance.now() - run.startedAt >= run.opts.sliceMs) {
+  const slice = run.opts.sliceMs
+  if (!run.sliced && slice !== undefined && performance.now() - run.startedAt >= (typeof slice === 'number' ? slice : slice())) {
     // The slice is used up: queued claims go back, deliveries under way finish, a continuation follows.
     run.sliced = true
     await run.claims.stop()
@@ -154,7 +156,11 @@ async function turn(run: Run): Promise<boolean> {
     return true
   }
   try {
-    run.recorder.add(await deliverBatch({ deps: run.deps, project: run.project, claimed: next, log: run.log, metrics: run.metrics, onBatch: run.opts.onBatch }))
+    const records = await deliverBatch({ deps: run.deps, project: run.project, claimed: next, log: run.log, metrics: run.metrics, onBatch: run.opts.onBatch })
+    // "Slow down" holds the whole target here at once; the record holds it for every other drain.
+    const hold = retryAfterMs(records, run.deps.config.RETRY_AFTER_MAX_MS)
+    if (hold !== undefined) await run.claims.holdTarget(next.target.name, hold)
+    run.recorder.add(records)
     run.result.batches++
   } finally {
     run.claims.finished(next)

@@ -56,6 +56,21 @@ export async function deliverBatch({ deps, project, claimed: { batch, target }, 
   return records
 }
 
+/**
+ * How long a receiver asked to be left alone (a Retry-After on 429 or 503, the longest in the batch),
+ * capped at `capMs`, in ms from now; undefined when it did not ask. A date in the past asks for nothing.
+ */
+export function retryAfterMs(records: readonly AttemptRecord[], capMs: number): number | undefined {
+  let longest: number | undefined
+  for (const r of records) {
+    const ra = r.outcome.ok ? undefined : r.outcome.retryAfter
+    if (!ra) continue
+    const ms = 'delayMs' in ra ? ra.delayMs : ra.at.getTime() - Date.now()
+    if (ms > 0) longest = Math.max(longest ?? 0, Math.min(ms, capMs))
+  }
+  return longest
+}
+
 /** Counts recorded outcomes into the tally and the metrics; logs each event that failed for good. */
 export function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>, tally: Tally, metrics: ProjectMetrics, log: Logger): void {
   let succeeded = 0

@@ -2,18 +2,35 @@ import type { Deps } from '../deps.js'
 import { drainProject, type DrainOptions } from './drain.js'
 
 /**
+ * How soon every project of an invocation should have started delivering, whatever the pool allows
+ * in parallel: while projects wait for a place, the drains running shorten their slices to share
+ * this between them (a pool of 3 runs one drain at a time, and three small projects behind a deep
+ * one waited a whole 5 s slice).
+ */
+export const FAIR_START_MS = 1_000
+/** The shortest slice a drain gets while others wait: it still delivers something before it yields. */
+export const MIN_SLICE_MS = 100
+
+/**
  * Drains each distinct project once, a few at a time, each for at most DISPATCH_PROJECT_SLICE_MS of
- * claiming: a project with more work yields its place with a continuation signal, so every project
- * named in the batch starts within seconds, however deep another's backlog. Returns the error of every project whose drain
+ * claiming, less while other projects wait for a place (FAIR_START_MS): a project with more work
+ * yields its place with a continuation signal, so every project named in the batch starts within a
+ * second or two, however deep another's backlog. Returns the error of every project whose drain
  * threw (logged and counted as a crash here); the caller has its signals redelivered.
  */
 export async function drainProjects(deps: Deps, projects: readonly string[], opts: DrainOptions): Promise<Map<string, unknown>> {
   // Each drain holds up to three connections at once (claim, record, release); more drains than the
   // pool can serve would wait on it and time out, so they run a few at a time.
   const parallel = Math.max(1, Math.floor(deps.config.DB_POOL_MAX / 3))
-  const outcomes = await mapLimited([...new Set(projects)], parallel, async project => {
+  const configured = deps.config.DISPATCH_PROJECT_SLICE_MS
+  const queue = limiter([...new Set(projects)], parallel)
+  const sliceMs = () => {
+    const waiting = queue.waiting()
+    return waiting === 0 ? configured : Math.min(configured, Math.max(MIN_SLICE_MS, (FAIR_START_MS * parallel) / waiting))
+  }
+  const outcomes = await queue.map(async project => {
     try {
-      const result = await drainProject(deps, project, { ...opts, sliceMs: deps.config.DISPATCH_PROJECT_SLICE_MS })
+      const result = await drainProject(deps, project, { ...opts, sliceMs })
       deps.log.debug('Drain finished', { project, ...result })
       return undefined
     } catch (error) {
@@ -38,12 +55,17 @@ export function parseSignal(body: string): string | undefined {
   return undefined
 }
 
-/** Maps with at most `limit` calls in flight, keeping the input order. */
-async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length)
+/** Maps with at most `limit` calls in flight, keeping the input order; `waiting` counts the items not started yet. */
+function limiter<T>(items: readonly T[], limit: number) {
   const todo = items.map((item, i) => ({ item, i }))
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
-    for (let job = todo.shift(); job; job = todo.shift()) out[job.i] = await fn(job.item)
-  }))
-  return out
+  return {
+    waiting: () => todo.length,
+    async map<R>(fn: (item: T) => Promise<R>): Promise<R[]> {
+      const out: R[] = new Array(items.length)
+      await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
+        for (let job = todo.shift(); job; job = todo.shift()) out[job.i] = await fn(job.item)
+      }))
+      return out
+    },
+  }
 }

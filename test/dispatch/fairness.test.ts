@@ -99,3 +99,47 @@ describe('fair sharing', () => {
     expect(await env.queue.drain()).toContainEqual({ project: 'deep' })
   }, 120_000)
 })
+
+describe('fair starts with a small pool (issue 22, item 4)', () => {
+  it('starts every project of an invocation within two seconds behind a deep one, with DB_POOL_MAX=3 and the default 5 s slice', async () => {
+    const small = await testEnv({ DB_POOL_MAX: '3', DISPATCH_TIME_MARGIN_MS: '1000' })
+    const rx = await startReceiver()
+    try {
+      await schemaFor(small.deps, 'deep', { t: { url: rx.url } })
+      await small.deps.db.query(
+        `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, visible_at)
+         SELECT gen_random_uuid(), 'deep', $1, 1, 't', 'to_t', jsonb_build_object('n', i), now() - interval '1 minute'
+         FROM generate_series(1, 50000) AS i`, [TX])
+      const names = ['small1', 'small2', 'small3']
+      for (const p of names) {
+        await schemaFor(small.deps, p, { t: { url: rx.url + '/' + p } })
+        await enqueueMany(small.deps, p, 'to_t', 10)
+      }
+      await small.queue.drain()
+      const firstAt = new Map<string, number>()
+      rx.respond((req, res) => {
+        const p = req.path.slice(1) || 'deep'
+        if (!firstAt.has(p)) firstAt.set(p, Date.now())
+        res.end()
+      })
+      const handler = createHandler(() => small.deps)
+      const started = Date.now()
+      const res = await handler({ Records: ['deep', ...names].map((project, i) => ({
+        messageId: `m${i}`, receiptHandle: `r${i}`, body: JSON.stringify({ project }),
+        attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
+        messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
+      })) }, createContext(600_000))
+      expect(res).toEqual({ batchItemFailures: [] })
+      for (const p of names) {
+        expect(firstAt.get(p), p).toBeDefined()
+        expect((firstAt.get(p) ?? Infinity) - started, p).toBeLessThan(2_000)
+      }
+      // The deep project yielded with work left, and asked to be continued.
+      expect(await small.queue.drain()).toContainEqual({ project: 'deep' })
+    } finally {
+      await rx.close()
+      await small.close()
+    }
+  }, 120_000)
+})
+

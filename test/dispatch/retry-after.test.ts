@@ -68,3 +68,43 @@ describe('Retry-After', () => {
     for (const bad of ['', '-5', '1.5', 'soon', 'Sun, 31 Feb 1994 08:49:37 GMT', '9'.repeat(100)]) expect(parseRetryAfter(bad)).toBeUndefined()
   })
 })
+
+describe('Retry-After on the whole target (issue 22, item 3)', () => {
+  it('holds every batch of the target for the time asked, spends no attempt on them, and leaves the other target alone', async () => {
+    const arrivals: Array<{ path: string; at: number }> = []
+    let refusedAt = 0
+    rx.respond((req, res) => {
+      arrivals.push({ path: req.path, at: Date.now() })
+      if (req.path === '/a' && refusedAt === 0) {
+        refusedAt = Date.now()
+        res.writeHead(429, { 'retry-after': '3' })
+        res.end()
+        return
+      }
+      // Slow enough that B is still being delivered while A is held.
+      setTimeout(() => res.end(), req.path === '/b' ? 100 : 0)
+    })
+    await schemaFor(env.deps, project, { a: { url: rx.url + '/a' }, b: { url: rx.url + '/b' } })
+    const a = await enqueueMany(env.deps, project, 'to_a', 20)
+    await enqueueMany(env.deps, project, 'to_b', 20, 100)
+    // A second drain of the project meanwhile learns the hold from the database.
+    await Promise.all([drainProject(env.deps, project, forever), drainProject(env.deps, project, forever)])
+    const deadline = Date.now() + 15_000
+    while ((await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = 'succeed'`, [project])).rows[0].n < 40) {
+      if (Date.now() > deadline) throw new Error(`timed out: ${JSON.stringify((await env.deps.db.query('SELECT target, state, num_retries, visible_at > now() AS later, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3, 4', [project])).rows)} ${JSON.stringify((await env.deps.db.query('SELECT * FROM actions_target_health WHERE project = $1', [project])).rows)}`)
+      await drainProject(env.deps, project, forever)
+      await new Promise(r => setTimeout(r, 100))
+    }
+    expect(refusedAt).toBeGreaterThan(0)
+    // Requests already on the wire when the 429 was answered arrive at once; after that none for 3 s.
+    const early = arrivals.filter(r => r.path === '/a' && r.at > refusedAt + 100 && r.at < refusedAt + 2_950)
+    expect(early).toEqual([])
+    expect(arrivals.filter(r => r.path === '/a' && r.at >= refusedAt + 2_950).length).toBeGreaterThan(0)
+    // B was not held: it was delivered during A's hold.
+    expect(arrivals.filter(r => r.path === '/b' && r.at > refusedAt + 100 && r.at < refusedAt + 2_950).length).toBeGreaterThan(0)
+    // Only the refused event spent an attempt on the 429.
+    const { rows } = await env.deps.db.query<{ n: number; tries: number }>(`SELECT num_retries AS tries, count(*)::int AS n FROM actions_event WHERE id = ANY($1) GROUP BY 1 ORDER BY 1`, [a])
+    expect(rows).toEqual([{ tries: 1, n: 19 }, { tries: 2, n: 1 }])
+  })
+})
+
