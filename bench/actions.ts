@@ -24,6 +24,10 @@ export const project = (batchSize: number, variant: OrderVariant = 'entity') => 
 export const BATCH_SIZES = [1, 50] as const
 
 const TRIGGER = 'article_created'
+/** The capped row's project: an uncapped target and one with `maxInFlight` beside it (issue 22). */
+export const CAPPED_PROJECT = 'bench_capped'
+export const CAPPED_IN_FLIGHT = 2
+const CAPPED_TRIGGER = 'article_created_capped'
 /** The fan-out row's project: basic triggers on as many entities, so each mutation meets one among many. */
 export const FANOUT_PROJECT = 'bench_fanout'
 export const FANOUT_TRIGGERS = 1_000
@@ -50,6 +54,8 @@ export type ActionsBench = {
   prepare(projectName: string, n: number, perKey?: number): Promise<void>
   /** Delivers `n` pre-enqueued events through drainProject at DISPATCH_CONCURRENCY. */
   deliver(batchSize: number, n: number, variant?: OrderVariant): Promise<RunResult>
+  /** Delivers `n` events, half to a `maxInFlight: 2` target and half to an uncapped one of the same project (batchSize 1). */
+  deliverCappedPair(n: number): Promise<RunResult>
   /**
    * Enqueues `n` events through `enqueue` in requests of `perRequest`, `concurrency` requests at a time:
    * events naming their trigger, or mutations that each fire one of {@link FANOUT_TRIGGERS} basic triggers.
@@ -74,6 +80,16 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
   for (const batchSize of BATCH_SIZES) {
     for (const variant of ORDER_VARIANTS) await storeProject(project(batchSize, variant), batchSize, variant === 'none')
   }
+  await storeSchema(deps.db, CAPPED_PROJECT, {
+    targets: {
+      hook: { type: 'webhook', name: 'hook', url: receiverUrl },
+      capped: { type: 'webhook', name: 'capped', url: receiverUrl, maxInFlight: CAPPED_IN_FLIGHT },
+    },
+    triggers: {
+      [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false },
+      [CAPPED_TRIGGER]: { type: 'basic', name: CAPPED_TRIGGER, target: 'capped', entity: 'Article', create: true, delete: false, update: false },
+    },
+  })
   await storeSchema(deps.db, FANOUT_PROJECT, {
     targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl } },
     triggers: Object.fromEntries(Array.from({ length: FANOUT_TRIGGERS }, (_, i) => {
@@ -129,6 +145,22 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
             return (await countByState(name, 'succeed')) === n
           },
         }
+      }, statements)
+    },
+    deliverCappedPair: async n => {
+      await truncate()
+      const half = Math.floor(n / 2)
+      for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
+        const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
+        await enqueue(deps, {
+          project: CAPPED_PROJECT, transactionId: randomUUID(),
+          events: Array.from({ length: size }, (_, j) => ({ trigger: i + j < half ? CAPPED_TRIGGER : TRIGGER, payload: articlePayload(i + j) })),
+        })
+      }
+      await check.query('VACUUM ANALYZE actions_event')
+      return timedDelivery(ctx, n, async () => {
+        const drain = drainProject(deps, CAPPED_PROJECT, { remainingMs: () => Infinity })
+        return { finished: drain, stop: async () => { await drain; return (await countByState(CAPPED_PROJECT, 'succeed')) === n } }
       }, statements)
     },
     enqueueThroughput: async (n, perRequest, concurrency, events = 'named') => {

@@ -13,7 +13,7 @@ import { SQSClient } from '@aws-sdk/client-sqs'
 import { startFauxqs } from 'fauxqs'
 import pg from 'pg'
 import { repoFile } from './repo.js'
-import { BATCH_SIZES, FANOUT_TRIGGERS, setupActions } from './actions.js'
+import { BATCH_SIZES, CAPPED_IN_FLIGHT, FANOUT_TRIGGERS, setupActions } from './actions.js'
 import { BARE_LABEL, setupBareClient } from './bare.js'
 import { createCpuMeter } from './cpu.js'
 import { deployedEventSource } from './deployment.js'
@@ -93,6 +93,7 @@ async function main(): Promise<void> {
       all.push({ key: `actions-b${size}-none`, contender: 'Actions', scenario: `drainProject, batchSize ${size}, ordering none`, kind: 'delivery', run: n => actions.deliver(size, n, 'none') })
       all.push({ key: `actions-b${size}-keys10`, contender: 'Actions', scenario: `drainProject, batchSize ${size}, 10 events per entity`, kind: 'delivery', run: n => actions.deliver(size, n, 'keys10') })
     }
+    all.push({ key: 'actions-b1-capped', contender: 'Actions', scenario: `drainProject, batchSize 1, half to a maxInFlight ${CAPPED_IN_FLIGHT} target beside an uncapped one`, kind: 'delivery', run: n => actions.deliverCappedPair(n) })
     if (wants('graphile')) {
       const graphile = await setupGraphile(await server.freshDatabase(db.graphile), receiver.url, ctxFor(db.graphile))
       cleanups.push(() => graphile.close())

@@ -13,6 +13,9 @@ export type TargetClaimConfig = {
   maxBatches: number
   /** Attempts an event of this target may have (a lost attempt that is the last fails the event); default upstream's 10. */
   maxAttempts?: number
+  /** Caps (lib/db/flow.ts): claimed through claimWithCaps, which holds the claim to them. */
+  maxInFlight?: number
+  maxPerSecond?: number
 }
 
 /** Events of one target claimed together, most urgent first; each carries its lease, the fencing token of its record. */

@@ -1,17 +1,22 @@
-import { claimBatches, type ClaimedBatch, type ClaimResult, type TargetClaimConfig } from '../db/claim.js'
-import type { Queryable } from '../db/pool.js'
+import { claimBatches, type ClaimedBatch, type ClaimLimits, type ClaimResult, type TargetClaimConfig } from '../db/claim.js'
+import type pg from 'pg'
+import { claimWithCaps, isCapped, type FlowOutcome } from '../db/flow.js'
 import { releaseClaims } from '../db/record.js'
 import type { ClaimedEvent } from '../events.js'
 import type { ResolvedTarget } from './targets.js'
 
 /** A claimed batch waiting for (or under) delivery. */
-export type Claimed = { batch: ClaimedBatch; target: ResolvedTarget; claimedAt: number }
+export type Claimed = {
+  batch: ClaimedBatch; target: ResolvedTarget; claimedAt: number
+  /** A rate-capped target's batch may not be sent before this (performance.now()); its worker waits. */
+  startAt?: number
+}
 
 /** What {@link ClaimQueue.next} hands a worker: a batch to deliver, `again` (ask once more), or `empty`. */
 export type Next = Claimed | 'again' | 'empty'
 
 export type ClaimQueueInput = {
-  db: Queryable
+  db: pg.Pool
   project: string
   /** Every target of the stored schema, resolved; held-back ones wait, unclaimed. */
   targets: ReadonlyMap<string, ResolvedTarget>
@@ -39,6 +44,11 @@ const PREFETCH_BATCHES_PER_WORKER = 4
  * drain asks again this often, so a target whose events become due mid-drain joins within a second.
  */
 const EMPTY_RECHECK_MS = 1_000
+/**
+ * How soon a target cut by its `maxInFlight` is asked again when none of its own deliveries ends
+ * first (its requests in flight may be another drain's).
+ */
+const CAP_RECHECK_MS = 50
 
 /**
  * Claimed batches, queued ahead of the workers and handed out fairly. One claim statement at a time
@@ -59,6 +69,8 @@ export class ClaimQueue {
   private readonly emptyAt = new Map<string, number>()
   /** Targets a receiver's Retry-After holds, until when (performance.now()); the database holds them for every other drain. */
   private readonly holds = new Map<string, number>()
+  /** Targets whose caps cut the last claim, and when they are worth asking again (performance.now()). */
+  private readonly capped = new Map<string, number>()
   private claiming: Promise<void> | undefined
   /** No claim can be made now: the byte budget or the queue is full, or no target fits the time left. */
   private exhausted = false
@@ -114,6 +126,8 @@ export class ClaimQueue {
 
   /** Marks a batch handed out by {@link next} as done: its bytes are free; once no delivery is under way, another claim is worth making. */
   finished(c: Claimed): void {
+    // One of its requests ended: a target cut by maxInFlight may take another.
+    if (c.target.maxInFlight !== undefined) this.capped.delete(c.target.name)
     this.count(this.inFlight, c.target.name, -1)
     this.count(this.held, c.target.name, -1)
     this.bytes.freed(c.batch)
@@ -142,6 +156,12 @@ export class ClaimQueue {
   async holdTarget(target: string, ms: number): Promise<void> {
     this.holds.set(target, Math.max(this.holds.get(target) ?? 0, performance.now() + ms))
     await this.releaseTarget(target)
+  }
+
+  /** Ms until a target its caps cut is worth claiming for again, if one is; the drain waits for it rather than end. */
+  nextCapMs(): number | undefined {
+    if (this.capped.size === 0) return undefined
+    return Math.max(0, Math.min(...this.capped.values()) - performance.now())
   }
 
   private isHeld(target: string): boolean {
@@ -264,10 +284,13 @@ export class ClaimQueue {
    */
   private offered(ready: readonly ResolvedTarget[]): TargetClaimConfig[] {
     const now = performance.now()
-    const open = ready.filter(t => (this.held.get(t.name) ?? 0) <= this.perTarget / 2 && !this.isHeld(t.name))
-    const unasked = open.some(t => now - (this.emptyAt.get(t.name) ?? -Infinity) >= EMPTY_RECHECK_MS && (this.held.get(t.name) ?? 0) === 0)
+    const open = ready.filter(t => (this.held.get(t.name) ?? 0) <= this.perTarget / 2 && !this.isHeld(t.name) && (this.capped.get(t.name) ?? 0) <= now)
+    const unasked = open.some(t => (now - (this.emptyAt.get(t.name) ?? -Infinity) >= EMPTY_RECHECK_MS && (this.held.get(t.name) ?? 0) === 0) || this.capped.has(t.name))
     if (this.queue.length > this.prefetch / 2 && !unasked) return []
-    return open.map(t => ({ name: t.name, batchSize: t.batchSize, leaseMs: t.leaseMs, maxBatches: this.perTarget - (this.held.get(t.name) ?? 0), maxAttempts: t.maxAttempts }))
+    return open.map(t => ({
+      name: t.name, batchSize: t.batchSize, leaseMs: t.leaseMs, maxBatches: this.perTarget - (this.held.get(t.name) ?? 0), maxAttempts: t.maxAttempts,
+      ...(t.maxInFlight !== undefined ? { maxInFlight: t.maxInFlight } : {}), ...(t.maxPerSecond !== undefined ? { maxPerSecond: t.maxPerSecond } : {}),
+    }))
   }
 
   private async claim(ready: readonly ResolvedTarget[], offered: readonly TargetClaimConfig[], want: number): Promise<void> {
@@ -277,11 +300,14 @@ export class ClaimQueue {
     const waiting = [...this.input.targets.keys()].filter(name => !offered.some(t => t.name === name))
     const changesBefore = this.changes
     const budgetBytes = this.bytes.left()
-    const claimed = await claimBatches(this.input.db, this.input.project, offered, want, {
-      waiting, budgetBytes, atLeastOne: this.bytes.held() === 0,
-    })
+    const { result: claimed, flow } = await this.claimStatements(offered, want, { waiting, budgetBytes, atLeastOne: this.bytes.held() === 0 })
     this.input.onClaimFailures(claimed)
-    const strays = this.enqueue(claimed, ready)
+    const claimedAt = performance.now()
+    for (const [name, f] of flow) {
+      if (!f.capped) this.capped.delete(name)
+      else this.capped.set(name, claimedAt + (f.capped.by === 'rate' ? f.capped.inMs : CAP_RECHECK_MS))
+    }
+    const strays = this.enqueue(claimed, ready, flow)
     // A claim asks only for offered targets, so there are none; if there were, their events must not
     // sit in processing until their leases end.
     if (strays.length > 0) {
@@ -293,7 +319,9 @@ export class ClaimQueue {
     // Otherwise a target that got fewer batches than it could take has nothing more due now.
     for (const t of offered) {
       const got = claimed.batches.filter(b => b.target === t.name).length
-      if (!full && got < t.maxBatches) this.emptyAt.set(t.name, performance.now())
+      // A target its caps cut has more due: it is asked again when they allow (`capped`).
+      if (this.capped.has(t.name)) this.emptyAt.delete(t.name)
+      else if (!full && got < t.maxBatches) this.emptyAt.set(t.name, performance.now())
       else if (got > 0) this.emptyAt.delete(t.name)
     }
     // Fewer batches than asked: nothing else is due now, unless the byte budget may have cut the claim
@@ -307,16 +335,49 @@ export class ClaimQueue {
     this.exhausted = short && cut
   }
 
+  /**
+   * One claim statement for the uncapped targets and, when capped ones are offered, a transaction that
+   * holds those to their caps (lib/db/flow.ts): a capped target's claims run one at a time across
+   * drains, and the uncapped ones must not wait for that. Each leaves the other's targets waiting.
+   */
+  private async claimStatements(offered: readonly TargetClaimConfig[], want: number, limits: ClaimLimits): Promise<{ result: ClaimResult; flow: Map<string, FlowOutcome> }> {
+    const capped = offered.filter(isCapped)
+    const free = offered.filter(t => !isCapped(t))
+    const names = (ts: readonly TargetClaimConfig[]) => ts.map(t => t.name)
+    const plain = free.length === 0 ? undefined
+      : await claimBatches(this.input.db, this.input.project, free, want, { ...limits, waiting: [...limits.waiting, ...names(capped)] })
+    if (capped.length === 0) return { result: plain ?? { batches: [], unknownTarget: [], spent: [], lost: 0 }, flow: new Map() }
+    const taken = plain?.batches.reduce((n, b) => n + b.bytes, 0) ?? 0
+    const { result, flow } = await claimWithCaps(this.input.db, this.input.project, capped, Math.max(1, want - (plain?.batches.length ?? 0)), {
+      ...limits, waiting: [...limits.waiting, ...names(free)], budgetBytes: Math.max(0, limits.budgetBytes - taken), atLeastOne: limits.atLeastOne && !plain?.batches.length,
+    })
+    if (!plain) return { result, flow }
+    return {
+      result: {
+        batches: [...plain.batches, ...result.batches], unknownTarget: [...plain.unknownTarget, ...result.unknownTarget],
+        spent: [...plain.spent, ...result.spent], lost: plain.lost + result.lost,
+      },
+      flow,
+    }
+  }
+
   /** Queues the claimed batches; returns those of a target not offered, which the claim must hand back. */
-  private enqueue(claimed: ClaimResult, ready: readonly ResolvedTarget[]): ClaimedBatch[] {
+  private enqueue(claimed: ClaimResult, ready: readonly ResolvedTarget[], flow: ReadonlyMap<string, FlowOutcome>): ClaimedBatch[] {
     const claimedAt = performance.now()
     const strays: ClaimedBatch[] = []
     const kept: Claimed[] = []
+    const nth = new Map<string, number>()
     for (const batch of claimed.batches) {
       const target = ready.find(t => t.name === batch.target)
       // A claim under way when its target was held brings batches that must wait too.
-      if (target && !this.isHeld(target.name)) kept.push({ batch, target, claimedAt })
-      else strays.push(batch)
+      if (!target || this.isHeld(target.name)) {
+        strays.push(batch)
+        continue
+      }
+      const i = nth.get(target.name) ?? 0
+      nth.set(target.name, i + 1)
+      const startsIn = flow.get(target.name)?.startsInMs[i]
+      kept.push({ batch, target, claimedAt, ...(startsIn ? { startAt: claimedAt + startsIn } : {}) })
     }
     this.bytes.claimed(kept.map(c => c.batch))
     for (const c of kept) this.count(this.held, c.target.name, 1)

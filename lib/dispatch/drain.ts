@@ -156,6 +156,9 @@ async function turn(run: Run): Promise<boolean> {
     return true
   }
   try {
+    // A rate-capped target's requests start one interval apart (lib/db/flow.ts), whichever drain sends them.
+    const wait = (next.startAt ?? 0) - performance.now()
+    if (wait > 0) await sleep(wait)
     const records = await deliverBatch({ deps: run.deps, project: run.project, claimed: next, log: run.log, metrics: run.metrics, onBatch: run.opts.onBatch })
     // "Slow down" holds the whole target here at once; the record holds it for every other drain.
     const hold = retryAfterMs(records, run.deps.config.RETRY_AFTER_MAX_MS)
@@ -176,10 +179,25 @@ async function turn(run: Run): Promise<boolean> {
  */
 async function reclaim(run: Run): Promise<boolean> {
   if (run.recorder.backlog() > 0) await run.recorder.flush()
-  if (!run.keys.resolved || run.sliced) return false
+  if (run.sliced) return false
+  const capMs = run.claims.nextCapMs()
+  if (capMs !== undefined) {
+    // A capped target has more due: wait until its caps let it take another batch, while time allows.
+    const ms = Math.min(capMs, CAP_WAIT_MAX_MS)
+    if (run.opts.remainingMs() - ms < run.deps.config.DISPATCH_TIME_MARGIN_MS) return false
+    await sleep(ms)
+    await run.claims.claimAgain()
+    return true
+  }
+  if (!run.keys.resolved) return false
   run.keys.resolved = false
   return run.claims.claimAgain()
 }
+
+/** The longest an otherwise idle drain sleeps at a time for a capped target; it looks again after. */
+const CAP_WAIT_MAX_MS = 1_000
+
+const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 
 /** Wakes every worker waiting for a delivery to finish. */
 function announceDeliveryDone(run: Run): void {

@@ -18,6 +18,9 @@ export type ResolvedTarget = Endpoint & {
   initialRepeatIntervalMs: number
   /** How long a claim of this target lasts: its timeout plus LEASE_MARGIN_MS. */
   leaseMs: number
+  /** Its caps, when it has any (lib/db/flow.ts). */
+  maxInFlight?: number
+  maxPerSecond?: number
   /** Why the drain leaves this target's events alone (unclaimed, attempts unchanged); undefined when it runs. */
   heldBack?: 'broken' | 'too slow'
 }
@@ -63,6 +66,8 @@ export function resolveTargets({ targets, variables, config, remainingMs, log, m
       batchSize: target.batchSize ?? TARGET_DEFAULTS.batchSize,
       maxAttempts: target.maxAttempts ?? TARGET_DEFAULTS.maxAttempts,
       initialRepeatIntervalMs: target.initialRepeatIntervalMs ?? TARGET_DEFAULTS.initialRepeatIntervalMs,
+      ...(target.maxInFlight !== undefined ? { maxInFlight: target.maxInFlight } : {}),
+      ...(target.maxPerSecond !== undefined ? { maxPerSecond: target.maxPerSecond } : {}),
       ...(heldBack ? { heldBack } : {}),
     })
   }

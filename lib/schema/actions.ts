@@ -48,6 +48,10 @@ export const webhookTargetSchema = z.object({
    * `entity` and `id`) one at a time, in enqueue order; `none` lets them overtake each other.
    */
   ordering: z.enum(['entity', 'none'], { message: 'expected "entity" or "none"' }).optional(),
+  /** Extension (not upstream): requests to this target in flight at once, across every drain (default: unlimited). */
+  maxInFlight: number.optional(),
+  /** Extension (not upstream): requests started per second, across every drain (default: unlimited). */
+  maxPerSecond: number.optional(),
 }).strict()
 
 const triggerBase = {

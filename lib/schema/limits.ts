@@ -12,6 +12,15 @@ export const MAX_ATTEMPTS = 1000
 /** First retry interval at most one day: the doubling makes anything longer useless and risks overflow. */
 export const MAX_INITIAL_REPEAT_INTERVAL_MS = 24 * 60 * 60 * 1000
 
+/**
+ * Per-target caps (issue 22): a receiver that takes more than this many requests at once or per second
+ * needs no cap; the bound keeps a typo from meaning "unlimited" in disguise. The slowest rate is one
+ * request every 100 s, so a waiting target still moves within the sweeper's horizon.
+ */
+export const MAX_IN_FLIGHT = 10_000
+export const MAX_PER_SECOND = 10_000
+export const MIN_PER_SECOND = 0.01
+
 /** Events per POST at most: the claim and the request body grow with it. */
 export const MAX_BATCH_SIZE = 1000
 
@@ -78,6 +87,8 @@ export type TargetLimits = { maxTimeoutMs: number }
 /** What a target needs checked to be runnable (its name is a key of the health table); a structural subset of the webhook target. */
 export type TargetNumbers = {
   name?: string | undefined
+  maxInFlight?: number | undefined
+  maxPerSecond?: number | undefined
   timeoutMs?: number | undefined
   maxAttempts?: number | undefined
   initialRepeatIntervalMs?: number | undefined
@@ -101,6 +112,11 @@ export function targetProblems(target: TargetNumbers, limits: TargetLimits): str
   check('maxAttempts', target.maxAttempts, 1, MAX_ATTEMPTS)
   check('initialRepeatIntervalMs', target.initialRepeatIntervalMs, 1, MAX_INITIAL_REPEAT_INTERVAL_MS)
   check('batchSize', target.batchSize, 1, MAX_BATCH_SIZE)
+  check('maxInFlight', target.maxInFlight, 1, MAX_IN_FLIGHT)
+  const rate = target.maxPerSecond
+  if (rate !== undefined && (!Number.isFinite(rate) || rate < MIN_PER_SECOND || rate > MAX_PER_SECOND)) {
+    problems.push(`maxPerSecond: expected a number from ${MIN_PER_SECOND} to ${MAX_PER_SECOND}`)
+  }
   for (const key of target.payloadPath ?? []) {
     if (FORBIDDEN_KEYS.has(key)) problems.push(`payloadPath: "${key}" is not allowed as a key`)
   }

@@ -16,7 +16,7 @@ describe('migrations', () => {
     expect(await migrate(db.pool)).toEqual([])
     expect(await migrate(db.pool)).toEqual([])
     const { rows } = await db.pool.query('SELECT name FROM actions_migration')
-    expect(rows.map(r => r.name)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql', '005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql'])
+    expect(rows.map(r => r.name)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql', '005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql', '008_target_flow.sql'])
   })
 
   it('create the partial index the claim query uses', async () => {
@@ -27,8 +27,8 @@ describe('migrations', () => {
   it('apply from scratch on an empty database', async () => {
     const empty = await freshDatabase()
     try {
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_migration; DROP TYPE actions_event_state')
-      expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql', '005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql'])
+      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_migration; DROP TYPE actions_event_state')
+      expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql', '005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql', '008_target_flow.sql'])
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
       await empty.drop()
@@ -41,7 +41,7 @@ describe('migrations', () => {
     const empty = await freshDatabase()
     try {
       for (const f of (await readdir(MIGRATIONS)).filter(f => f < '005')) await copyFile(join(MIGRATIONS, f), join(before, f))
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_migration; DROP TYPE actions_event_state')
+      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_migration; DROP TYPE actions_event_state')
       expect(await migrate(empty.pool, `${before}/`)).toHaveLength(4)
       // Two rows in every state, created in a known order (the due ones out of id order on purpose).
       await empty.pool.query(`
@@ -55,7 +55,7 @@ describe('migrations', () => {
         `SELECT id, project, state, payload, ${'seq'} FROM actions_event ORDER BY created_at`)).rows
       const stored = (await empty.pool.query('SELECT id, project, state, payload FROM actions_event ORDER BY created_at')).rows
       expect(stored).toHaveLength(12)
-      expect(await migrate(empty.pool)).toEqual(['005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql'])
+      expect(await migrate(empty.pool)).toEqual((await readdir(MIGRATIONS)).filter(f => f >= '005').sort())
       const after = await read()
       expect(after.map(({ seq: _, ...r }) => r)).toEqual(stored)
       // Due rows numbered in creation order; resolved history left without a number.

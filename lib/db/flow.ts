@@ -1,0 +1,128 @@
+import type pg from 'pg'
+import { arrayLiteral } from './arrays.js'
+import { claimBatches, type ClaimLimits, type ClaimResult, type TargetClaimConfig } from './claim.js'
+import { withTransaction } from './pool.js'
+
+/**
+ * Per-target caps (issue 22, item 2; migration 008), enforced by the database across every drain:
+ * `maxInFlight` requests at once, `maxPerSecond` requests started per second. A claim of capped
+ * targets runs in a transaction that first locks their rows of actions_target_flow, so such claims run
+ * one at a time and each sees what the ones before it took. Uncapped targets never come here.
+ */
+
+/** How far ahead a rate-capped batch may be claimed: it then waits in its worker until its start time. */
+export const RATE_LOOKAHEAD_MS = 500
+
+/** What a claim of capped targets tells the claim queue about each of them. */
+export type FlowOutcome = {
+  /** When each claimed batch of the target may start, in ms from now: its requests are spaced by the rate. */
+  startsInMs: number[]
+  /**
+   * Why the target got fewer batches than it asked for, when a cap (not a lack of due events) cut it:
+   * `rate` with the ms until the next request may start, or `in-flight` (another request must end first).
+   */
+  capped?: { by: 'rate'; inMs: number } | { by: 'in-flight' }
+}
+
+/** A request granted to a target: its batch's first event and lease (the row's `in_flight` list). */
+type Granted = { id: string; lease: string }
+
+/**
+ * $1 project, $2 capped targets in name order: their rows, created if missing, and locked (an upsert
+ * waits for a row another claim holds, then reads it as that claim left it; name order keeps two
+ * claims from deadlocking). The rate's schedule runs on clock_timestamp(), the time now, not now(),
+ * the transaction's start, which is before any wait for the lock: a schedule from that would crowd
+ * requests together.
+ */
+const LOCK_SQL = `INSERT INTO actions_target_flow AS f (project, target) SELECT $1, t FROM unnest($2::text[]) AS t
+  ON CONFLICT (project, target) DO UPDATE SET project = f.project
+  RETURNING f.target, (extract(epoch FROM f.next_start_at - clock_timestamp()) * 1000)::float8 AS tat_in_ms,
+            clock_timestamp()::text AS locked_at, f.in_flight`
+
+/**
+ * $1 project, $2 targets, $3 event ids, $4 leases: which granted requests are still in flight (the
+ * batch's first event still `processing` under its lease, the lease not run out). A statement of its
+ * own, after the lock, so its snapshot holds every claim committed before.
+ */
+const IN_FLIGHT_SQL = `SELECT g.target, g.id::text AS id, g.lease::text AS lease
+  FROM unnest($2::text[], $3::uuid[], $4::timestamptz[]) AS g(target, id, lease)
+  JOIN actions_event e ON e.id = g.id AND e.project = $1
+  WHERE e.state = 'processing' AND e.visible_at = g.lease AND g.lease > now()`
+
+/**
+ * $1 project, $2 targets, $3 their requests in flight now (jsonb lists), $4 requests started now,
+ * $5 ms between requests (0: no rate), $6 when the rows were locked.
+ */
+const SAVE_SQL = `UPDATE actions_target_flow f
+  SET in_flight = a.in_flight,
+      next_start_at = CASE WHEN a.interval_ms > 0 AND a.n > 0
+                           THEN greatest(coalesce(f.next_start_at, '-infinity'), $6::timestamptz) + a.n * a.interval_ms * interval '1 millisecond'
+                           ELSE f.next_start_at END
+  FROM unnest($2::text[], $3::jsonb[], $4::int[], $5::float8[]) AS a(target, in_flight, n, interval_ms)
+  WHERE f.project = $1 AND f.target = a.target`
+
+/** Whether the target has a cap of either kind. */
+export const isCapped = (t: TargetClaimConfig) => t.maxInFlight !== undefined || t.maxPerSecond !== undefined
+
+type Grant = { batches: number; limit?: FlowOutcome['capped']; firstInMs: number; intervalMs: number }
+
+/** What the caps let a target take now, given its requests in flight and the ms until the rate lets the next start. */
+function grantOf(t: TargetClaimConfig, inFlight: number, tatInMs: number | null): Grant {
+  let batches = t.maxBatches
+  let limit: FlowOutcome['capped']
+  if (t.maxInFlight !== undefined) {
+    const free = Math.max(0, t.maxInFlight - inFlight)
+    if (free < batches) { batches = free; limit = { by: 'in-flight' } }
+  }
+  const intervalMs = t.maxPerSecond !== undefined ? 1000 / t.maxPerSecond : 0
+  const firstInMs = Math.max(0, tatInMs ?? 0)
+  if (t.maxPerSecond !== undefined) {
+    // Requests start one interval apart from the schedule's next free time; only those due within the look-ahead.
+    const fit = firstInMs > RATE_LOOKAHEAD_MS ? 0 : Math.floor((RATE_LOOKAHEAD_MS - firstInMs) / intervalMs) + 1
+    if (fit < batches) { batches = fit; limit = { by: 'rate', inMs: Math.max(1, firstInMs + fit * intervalMs - RATE_LOOKAHEAD_MS) } }
+  }
+  return { batches, firstInMs, intervalMs, ...(limit ? { limit } : {}) }
+}
+
+/**
+ * {@link claimBatches} for capped targets: their rows are locked, each may take only the batches its
+ * caps allow now (requests in flight, and requests the rate schedules within {@link RATE_LOOKAHEAD_MS}),
+ * and the rows remember what was taken, all in one transaction.
+ */
+export async function claimWithCaps(pool: pg.Pool, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<{ result: ClaimResult; flow: Map<string, FlowOutcome> }> {
+  const sorted = [...targets].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  return withTransaction(pool, async client => {
+    const locked = (await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(
+      LOCK_SQL, [project, arrayLiteral(sorted.map(t => t.name))])).rows
+    const granted = locked.flatMap(r => r.in_flight.map(g => ({ target: r.target, ...g })))
+    const live = granted.length === 0 ? [] : (await client.query<{ target: string } & Granted>(IN_FLIGHT_SQL, [
+      project, arrayLiteral(granted.map(g => g.target)), arrayLiteral(granted.map(g => g.id)), arrayLiteral(granted.map(g => g.lease)),
+    ])).rows
+    const grants = new Map(sorted.map(t => {
+      const row = locked.find(r => r.target === t.name)
+      return [t.name, grantOf(t, live.filter(g => g.target === t.name).length, row?.tat_in_ms ?? null)] as const
+    }))
+    const offered = sorted.filter(t => (grants.get(t.name)?.batches ?? 0) > 0).map(t => ({ ...t, maxBatches: grants.get(t.name)?.batches ?? 0 }))
+    const waiting = [...limits.waiting, ...sorted.filter(t => !offered.some(o => o.name === t.name)).map(t => t.name)]
+    const result: ClaimResult = offered.length === 0
+      ? { batches: [], unknownTarget: [], spent: [], lost: 0 }
+      : await claimBatches(client, project, offered, maxBatches, { ...limits, waiting })
+    const flow = new Map<string, FlowOutcome>()
+    const saved = sorted.map(t => {
+      const g = grants.get(t.name) ?? grantOf(t, 0, null)
+      const mine = result.batches.filter(b => b.target === t.name)
+      // Fewer than granted: nothing more is due, so the cap did not cut it.
+      flow.set(t.name, { startsInMs: mine.map((_, i) => g.firstInMs + i * g.intervalMs), ...(g.limit && mine.length >= g.batches ? { capped: g.limit } : {}) })
+      const inFlight: Granted[] = t.maxInFlight === undefined ? [] : [
+        ...live.filter(l => l.target === t.name).map(({ id, lease }) => ({ id, lease })),
+        ...mine.flatMap(b => (b.events[0] ? [{ id: b.events[0].id, lease: b.events[0].lease }] : [])),
+      ]
+      return { target: t.name, inFlight, n: mine.length, intervalMs: g.intervalMs }
+    })
+    await client.query(SAVE_SQL, [
+      project, arrayLiteral(saved.map(s => s.target)), arrayLiteral(saved.map(s => JSON.stringify(s.inFlight))),
+      arrayLiteral(saved.map(s => s.n)), arrayLiteral(saved.map(s => s.intervalMs)), locked[0]?.locked_at ?? 'now',
+    ])
+    return { result, flow }
+  })
+}

@@ -1,0 +1,72 @@
+// Per-target caps (issue 22, item 2), enforced by the database across drains: four drains at once, a
+// real receiver counting requests in flight and starts per second.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { drainProject } from '../../lib/dispatch/drain.js'
+import { parseActionsSchema } from '../../lib/schema/actions.js'
+import { enqueueMany, schemaFor } from '../helpers/events.js'
+import { startReceiver, type Receiver } from '../helpers/receiver.js'
+import { testEnv, type TestEnv } from '../helpers/runtime.js'
+
+let env: TestEnv
+let rx: Receiver
+beforeAll(async () => {
+  env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '200' })
+  rx = await startReceiver()
+})
+afterAll(async () => {
+  await rx.close()
+  await env.close()
+})
+
+describe('maxInFlight and maxPerSecond', () => {
+  it('hold a target to 2 requests at once and 20 starts a second across four drains, spend no attempt, and leave its neighbour alone', async () => {
+    const project = 'caps'
+    let inFlight = 0
+    let most = 0
+    const starts: number[] = []
+    let bDone = 0
+    let bLastAt = 0
+    rx.respond((req, res) => {
+      if (req.path === '/b') {
+        bDone += req.body.events.length
+        bLastAt = Date.now()
+        res.end()
+        return
+      }
+      starts.push(Date.now())
+      most = Math.max(most, ++inFlight)
+      setTimeout(() => { inFlight--; res.end() }, 20)
+    })
+    await schemaFor(env.deps, project, { a: { url: rx.url + '/a', timeoutMs: 1000, maxInFlight: 2, maxPerSecond: 20 }, b: { url: rx.url + '/b', timeoutMs: 1000 } })
+    const a = await enqueueMany(env.deps, project, 'to_a', 1000)
+    await enqueueMany(env.deps, project, 'to_b', 1000, 5000)
+    const started = Date.now()
+    const until = started + 4_000
+    await Promise.all([1, 2, 3, 4].map(() => drainProject(env.deps, project, { remainingMs: () => until - Date.now() + 1200 })))
+
+    expect(most).toBeLessThanOrEqual(2)
+    expect(starts.length).toBeGreaterThan(20)
+    // Any 1 s window: at most 20 starts (21 allowing for a window that catches both ends).
+    for (let i = 0; i < starts.length; i++) {
+      const inWindow = starts.filter(t => t >= starts[i]! && t < starts[i]! + 1000).length
+      expect(inWindow).toBeLessThanOrEqual(21)
+    }
+    // B was not slowed to A's pace: all of it arrived while A had done only a small part.
+    expect(bDone).toBe(1000)
+    expect(starts.filter(t => t <= bLastAt).length).toBeLessThan(200)
+    // No A event spent an attempt on the cap: delivered ones one each, the rest none.
+    const { rows } = await env.deps.db.query<{ state: string; num_retries: number; n: number }>(
+      `SELECT state, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1 AND id = ANY($2) GROUP BY 1, 2 ORDER BY 1, 2`, [project, a])
+    expect(rows.map(r => [r.state, r.num_retries])).toEqual([['created', 0], ['succeed', 1]])
+    expect(rows.find(r => r.state === 'succeed')?.n).toBe(starts.length)
+  }, 60_000)
+
+  it('are bounded at schema set, naming the path of a bad value', () => {
+    const target = (t: Record<string, unknown>) => ({ targets: { a: { type: 'webhook', name: 'a', url: 'https://h.example/x', ...t } }, triggers: {} })
+    expect(() => parseActionsSchema(target({ maxInFlight: 10_000, maxPerSecond: 0.01 }))).not.toThrow()
+    expect(() => parseActionsSchema(target({ maxInFlight: 0 }))).toThrow(/targets\.a\.maxInFlight: expected an integer from 1 to 10000/)
+    expect(() => parseActionsSchema(target({ maxInFlight: 1.5 }))).toThrow(/targets\.a\.maxInFlight/)
+    expect(() => parseActionsSchema(target({ maxPerSecond: 0 }))).toThrow(/targets\.a\.maxPerSecond: expected a number from 0\.01 to 10000/)
+    expect(() => parseActionsSchema(target({ maxPerSecond: 10_001 }))).toThrow(/targets\.a\.maxPerSecond/)
+  })
+})
