@@ -13,5 +13,8 @@ CREATE TABLE actions_target_flow (
   -- One is in flight while that event is still `processing` under that lease; at most maxInFlight
   -- entries, so counting them is that many key lookups, and records never touch this row.
   in_flight     jsonb NOT NULL DEFAULT '[]',
+  -- The last claim for the target: while it is recent, dispatch is working through the target's
+  -- backlog at the pace the caps allow, and the sweeper's oldest-due age leaves that backlog out.
+  claimed_at    timestamptz,
   PRIMARY KEY (project, target)
 );

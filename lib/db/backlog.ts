@@ -14,8 +14,18 @@ export function dueTotal(b: ProjectBacklog): number {
   return b.due.created + b.due.retrying + b.due.processing
 }
 
+/**
+ * How long a capped target's backlog counts as flowing after its last claim (lib/db/flow.ts): its
+ * events wait for the caps, not for a stuck dispatch, so they stay out of the oldest-due age (they are
+ * still counted as due, and the heartbeat still goes stale if dispatch stops making progress).
+ */
+export const CAPPED_FLOWING_SECONDS = 300
+
 // Events behind an earlier event of their ordering key wait for it, not for dispatch: not due.
-export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n, extract(epoch FROM now() - min(visible_at))::float8 AS oldest_s
+export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n,
+    extract(epoch FROM now() - min(visible_at) FILTER (WHERE NOT EXISTS (
+      SELECT 1 FROM actions_target_flow f WHERE f.project = actions_event.project AND f.target = actions_event.target
+        AND f.claimed_at > now() - ${CAPPED_FLOWING_SECONDS} * interval '1 second')))::float8 AS oldest_s
   FROM actions_event
   WHERE ${DUE} AND ${headOfKey('actions_event')}
   GROUP BY project, state`

@@ -54,7 +54,7 @@ const IN_FLIGHT_SQL = `SELECT g.target, g.id::text AS id, g.lease::text AS lease
  * $5 ms between requests (0: no rate), $6 when the rows were locked.
  */
 const SAVE_SQL = `UPDATE actions_target_flow f
-  SET in_flight = a.in_flight,
+  SET in_flight = a.in_flight, claimed_at = now(),
       next_start_at = CASE WHEN a.interval_ms > 0 AND a.n > 0
                            THEN greatest(coalesce(f.next_start_at, '-infinity'), $6::timestamptz) + a.n * a.interval_ms * interval '1 millisecond'
                            ELSE f.next_start_at END

@@ -1,6 +1,7 @@
 // Per-target caps (issue 22, item 2), enforced by the database across drains: four drains at once, a
 // real receiver counting requests in flight and starts per second.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { readBacklog } from '../../lib/db/backlog.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { parseActionsSchema } from '../../lib/schema/actions.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
@@ -59,6 +60,14 @@ describe('maxInFlight and maxPerSecond', () => {
       `SELECT state, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1 AND id = ANY($2) GROUP BY 1, 2 ORDER BY 1, 2`, [project, a])
     expect(rows.map(r => [r.state, r.num_retries])).toEqual([['created', 0], ['succeed', 1]])
     expect(rows.find(r => r.state === 'succeed')?.n).toBe(starts.length)
+
+    // For the alerts, A's backlog is flowing at its pace, not stuck: due, but not aged, while claims for it are recent.
+    await env.deps.db.query(`UPDATE actions_event SET visible_at = now() - interval '10 minutes' WHERE project = $1 AND state = 'created'`, [project])
+    const flowing = (await readBacklog(env.deps.db)).get(project)
+    expect(flowing?.due.created).toBe(1000 - starts.length)
+    expect(flowing?.oldestDueAgeSeconds).toBeLessThan(60)
+    await env.deps.db.query(`UPDATE actions_target_flow SET claimed_at = now() - interval '10 minutes' WHERE project = $1`, [project])
+    expect((await readBacklog(env.deps.db)).get(project)?.oldestDueAgeSeconds).toBeGreaterThanOrEqual(599)
   }, 60_000)
 
   it('are bounded at schema set, naming the path of a bad value', () => {
