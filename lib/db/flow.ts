@@ -27,17 +27,21 @@ export type FlowOutcome = {
 /** A request granted to a target: its batch's first event and lease (the row's `in_flight` list). */
 type Granted = { id: string; lease: string }
 
+/** $1 project, $2 capped targets: their rows, created the first time a target is capped. */
+const CREATE_SQL = `INSERT INTO actions_target_flow (project, target) SELECT $1, t FROM unnest($2::text[]) AS t ON CONFLICT DO NOTHING`
+
 /**
- * $1 project, $2 capped targets in name order: their rows, created if missing, and locked (an upsert
- * waits for a row another claim holds, then reads it as that claim left it; name order keeps two
- * claims from deadlocking). The rate's schedule runs on clock_timestamp(), the time now, not now(),
- * the transaction's start, which is before any wait for the lock: a schedule from that would crowd
- * requests together.
+ * $1 project, $2 capped targets: their rows, locked in name order (two claims cannot deadlock); a claim
+ * that waited here reads the row as the claim before it left it. A lock, not an upsert: an upsert
+ * writes a row version per claim, and hundreds a second of them slowed every claim of the target. The
+ * rate's schedule runs on clock_timestamp(), the time now, not now(), the transaction's start, which is
+ * before any wait for the lock: a schedule from that would crowd requests together.
  */
-const LOCK_SQL = `INSERT INTO actions_target_flow AS f (project, target) SELECT $1, t FROM unnest($2::text[]) AS t
-  ON CONFLICT (project, target) DO UPDATE SET project = f.project
-  RETURNING f.target, (extract(epoch FROM f.next_start_at - clock_timestamp()) * 1000)::float8 AS tat_in_ms,
-            clock_timestamp()::text AS locked_at, f.in_flight`
+const LOCK_SQL = `SELECT target, (extract(epoch FROM next_start_at - clock_timestamp()) * 1000)::float8 AS tat_in_ms,
+    clock_timestamp()::text AS locked_at, in_flight
+  FROM actions_target_flow WHERE project = $1 AND target = ANY($2::text[])
+  ORDER BY target
+  FOR UPDATE`
 
 /**
  * $1 project, $2 targets, $3 event ids, $4 leases: which granted requests are still in flight (the
@@ -92,8 +96,13 @@ function grantOf(t: TargetClaimConfig, inFlight: number, tatInMs: number | null)
 export async function claimWithCaps(pool: pg.Pool, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<{ result: ClaimResult; flow: Map<string, FlowOutcome> }> {
   const sorted = [...targets].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   return withTransaction(pool, async client => {
-    const locked = (await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(
-      LOCK_SQL, [project, arrayLiteral(sorted.map(t => t.name))])).rows
+    const names = arrayLiteral(sorted.map(t => t.name))
+    const lock = async () => (await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(LOCK_SQL, [project, names])).rows
+    let locked = await lock()
+    if (locked.length < sorted.length) {
+      await client.query(CREATE_SQL, [project, names])
+      locked = await lock()
+    }
     const granted = locked.flatMap(r => r.in_flight.map(g => ({ target: r.target, ...g })))
     const live = granted.length === 0 ? [] : (await client.query<{ target: string } & Granted>(IN_FLIGHT_SQL, [
       project, arrayLiteral(granted.map(g => g.target)), arrayLiteral(granted.map(g => g.id)), arrayLiteral(granted.map(g => g.lease)),

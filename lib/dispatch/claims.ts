@@ -126,8 +126,6 @@ export class ClaimQueue {
 
   /** Marks a batch handed out by {@link next} as done: its bytes are free; once no delivery is under way, another claim is worth making. */
   finished(c: Claimed): void {
-    // One of its requests ended: a target cut by maxInFlight may take another.
-    if (c.target.maxInFlight !== undefined) this.capped.delete(c.target.name)
     this.count(this.inFlight, c.target.name, -1)
     this.count(this.held, c.target.name, -1)
     this.bytes.freed(c.batch)
@@ -156,6 +154,19 @@ export class ClaimQueue {
   async holdTarget(target: string, ms: number): Promise<void> {
     this.holds.set(target, Math.max(this.holds.get(target) ?? 0, performance.now() + ms))
     await this.releaseTarget(target)
+  }
+
+  /**
+   * Outcomes of these targets were just written: a target its maxInFlight cut has a request fewer in
+   * flight (the database counts a request until its record), so it is worth a claim at once.
+   */
+  recorded(targets: Iterable<string>): void {
+    for (const name of targets) {
+      if (!this.capped.has(name) || this.input.targets.get(name)?.maxInFlight === undefined) continue
+      this.capped.set(name, performance.now())
+      this.idle = false
+      this.exhausted = false
+    }
   }
 
   /** Ms until a target its caps cut is worth claiming for again, if one is; the drain waits for it rather than end. */

@@ -102,6 +102,7 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
   const recorder = createRecorder(deps.db, (rows, records) => {
     countRecorded(rows, records, result, metrics, log)
     if (rows.some(r => r.keyed && r.state !== 'retrying')) keys.resolved = true
+    claims.recorded(new Set(rows.map(r => r.target)))
     for (const paused of reportTargetHealth(rows, log)) void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
   }, log, recordSettings(deps.config))
   const claims = new ClaimQueue({
@@ -163,7 +164,8 @@ async function turn(run: Run): Promise<boolean> {
     // "Slow down" holds the whole target here at once; the record holds it for every other drain.
     const hold = retryAfterMs(records, run.deps.config.RETRY_AFTER_MAX_MS)
     if (hold !== undefined) await run.claims.holdTarget(next.target.name, hold)
-    run.recorder.add(records)
+    // A target with maxInFlight gets its slot back when the outcome is written: no lingering for it.
+    run.recorder.add(records, next.target.maxInFlight !== undefined)
     run.result.batches++
   } finally {
     run.claims.finished(next)

@@ -34,6 +34,8 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
   let lingering: NodeJS.Timeout | undefined
   // Flushes under way: while any waits, pending outcomes are written without lingering.
   let flushing = 0
+  // Outcomes that must be written without lingering are pending (a capped target's slot frees only then).
+  let urgent = false
   let failure: unknown
   // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
   const progress = progressRhythm()
@@ -50,18 +52,23 @@ export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], 
   const kick = (): void => {
     if (running || failure || pending.length === 0) return
     const wait = firstAt + RECORD_LINGER_MS - performance.now()
-    if (flushing === 0 && pending.length < RECORD_MIN_OUTCOMES && wait > 0) {
+    if (flushing === 0 && !urgent && pending.length < RECORD_MIN_OUTCOMES && wait > 0) {
       lingering ??= setTimeout(() => { lingering = undefined; kick() }, wait)
       return
     }
     clearTimeout(lingering)
     lingering = undefined
+    urgent = false
     running = write().catch(e => { failure ??= e }).finally(() => { running = undefined; kick() })
   }
   return {
-    /** Queues outcomes for writing; throws if an earlier write failed. */
-    add(records: AttemptRecord[]): void {
+    /**
+     * Queues outcomes for writing; throws if an earlier write failed. `now`: write them without waiting
+     * for company (a target with maxInFlight gets its slot back only once its outcome is written).
+     */
+    add(records: AttemptRecord[], now = false): void {
       if (failure) throw failure
+      if (now) urgent = true
       const batch = ++batches
       if (pending.length === 0) firstAt = performance.now()
       pending.push(...records.map(r => ({ ...r, batch })))
