@@ -12,6 +12,12 @@ import { withTransaction } from './pool.js'
 
 /** How far ahead a rate-capped batch may be claimed: it then waits in its worker until its start time. */
 export const RATE_LOOKAHEAD_MS = 500
+/**
+ * Requests of a rate-capped target are scheduled this much wider apart than the rate: a request sent
+ * later than its slot (a busy worker, a timer's lateness) lets the next ones crowd behind it, and 5 %
+ * absorbs up to about 100 ms of such lateness before a second could see more than maxPerSecond + 1.
+ */
+export const RATE_SPACING = 1.05
 
 /** What a claim of capped targets tells the claim queue about each of them. */
 export type FlowOutcome = {
@@ -78,7 +84,7 @@ function grantOf(t: TargetClaimConfig, inFlight: number, tatInMs: number | null)
     const free = Math.max(0, t.maxInFlight - inFlight)
     if (free < batches) { batches = free; limit = { by: 'in-flight' } }
   }
-  const intervalMs = t.maxPerSecond !== undefined ? 1000 / t.maxPerSecond : 0
+  const intervalMs = t.maxPerSecond !== undefined ? (1000 / t.maxPerSecond) * RATE_SPACING : 0
   const firstInMs = Math.max(0, tatInMs ?? 0)
   if (t.maxPerSecond !== undefined) {
     // Requests start one interval apart from the schedule's next free time; only those due within the look-ahead.

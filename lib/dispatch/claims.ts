@@ -2,7 +2,6 @@ import { claimBatches, type ClaimedBatch, type ClaimLimits, type ClaimResult, ty
 import type pg from 'pg'
 import { claimWithCaps, isCapped, type FlowOutcome } from '../db/flow.js'
 import { releaseClaims } from '../db/record.js'
-import type { ClaimedEvent } from '../events.js'
 import type { ResolvedTarget } from './targets.js'
 
 /** A claimed batch waiting for (or under) delivery. */

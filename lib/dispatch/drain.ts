@@ -147,9 +147,8 @@ async function turn(run: Run): Promise<boolean> {
   if (next === 'again') return true
   if (next === 'empty') {
     if (run.claims.delivering === 0) {
-      // The last outcomes may resolve the head of an ordering key whose next event is due: write them
-      // now (the drain's end would anyway) and claim once more rather than leave that event to a signal.
-      // Every idle worker waits on the one attempt, so all go on if it brings work.
+      // Before the drain ends: a key's next event, or a capped target's next batch, may be claimable
+      // soon ({@link reclaim}). Every idle worker waits on the one attempt, so all go on if it brings work.
       run.reclaim ??= reclaim(run).finally(() => { run.reclaim = undefined })
       return run.reclaim
     }
@@ -161,12 +160,14 @@ async function turn(run: Run): Promise<boolean> {
     const wait = (next.startAt ?? 0) - performance.now()
     if (wait > 0) await sleep(wait)
     const records = await deliverBatch({ deps: run.deps, project: run.project, claimed: next, log: run.log, metrics: run.metrics, onBatch: run.opts.onBatch })
-    // "Slow down" holds the whole target here at once; the record holds it for every other drain.
+    // "Slow down" holds the whole target here at once (set before any await: no other worker sends to
+    // it meanwhile); the record holds it for every other drain.
     const hold = retryAfterMs(records, run.deps.config.RETRY_AFTER_MAX_MS)
-    if (hold !== undefined) await run.claims.holdTarget(next.target.name, hold)
+    const holding = hold === undefined ? undefined : run.claims.holdTarget(next.target.name, hold)
     // A target with maxInFlight gets its slot back when the outcome is written: no lingering for it.
     run.recorder.add(records, next.target.maxInFlight !== undefined)
     run.result.batches++
+    await holding
   } finally {
     run.claims.finished(next)
     announceDeliveryDone(run)
@@ -175,9 +176,11 @@ async function turn(run: Run): Promise<boolean> {
 }
 
 /**
- * The last outcomes may resolve the head of an ordering key whose next event is due: writes them now
- * (the drain's end would anyway) and claims once more rather than leave that event to a signal. True
- * when the claim brought work; never claims again unless a record resolved a keyed event since.
+ * What an otherwise idle drain does before it ends. The last outcomes may resolve the head of an
+ * ordering key whose next event is due: writes them now (the drain's end would anyway) and claims once
+ * more rather than leave that event to a signal; never again unless a record resolved a keyed event
+ * since. A target its caps cut has more due: waits until they allow a batch (while the invocation's
+ * time does) and claims for it. True when the drain should go on.
  */
 async function reclaim(run: Run): Promise<boolean> {
   if (run.recorder.backlog() > 0) await run.recorder.flush()

@@ -84,14 +84,7 @@ describe('concurrent and crashing dispatchers', () => {
     rx.respond((_, res) => { if (!hold) res.end() })
     await schemaFor(deps(), 'crash', { t: { url: rx.url, timeoutMs: 2000 } })
     const [id] = await enqueueMany(deps(), 'crash', 'to_t', 1)
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/drain-child.ts'], {
-      env: { ...process.env, PROJECT: 'crash', DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, SQS_ENDPOINT: env.queue.endpoint, LEASE_MARGIN_MS: '1000', LOG_LEVEL: 'error' },
-      stdio: 'ignore',
-    })
-    const exited = new Promise(resolve => child.on('exit', resolve))
-    await until('the child to start delivering', async () => rx.requests.length === 1)
-    child.kill('SIGKILL')
-    await exited
+    await killMidDelivery('crash')
     const row = (await states(deps(), 'crash')).get(id ?? '')
     expect(row).toMatchObject({ state: 'processing', num_retries: 0 })
     hold = false
@@ -114,14 +107,7 @@ describe('concurrent and crashing dispatchers', () => {
     await schemaFor(deps(), 'crash-order', { t: { url: rx.url, timeoutMs: 2000 } })
     const updates = [1, 2, 3].map(v => ({ trigger: 'to_t', payload: { operation: 'update', entity: 'Article', id: 'one', values: { v } } }))
     await enqueue(deps(), { project: 'crash-order', transactionId: TX, events: updates })
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/drain-child.ts'], {
-      env: { ...process.env, PROJECT: 'crash-order', DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, SQS_ENDPOINT: env.queue.endpoint, LEASE_MARGIN_MS: '1000', LOG_LEVEL: 'error' },
-      stdio: 'ignore',
-    })
-    const exited = new Promise(resolve => child.on('exit', resolve))
-    await until('the child to start delivering', async () => rx.requests.length === 1)
-    child.kill('SIGKILL')
-    await exited
+    await killMidDelivery('crash-order')
     hold = false
     // While the first update's lease runs, the later ones wait behind it.
     expect(await drainProject(deps(), 'crash-order', forever)).toMatchObject({ succeeded: 0, batches: 0 })
@@ -130,3 +116,15 @@ describe('concurrent and crashing dispatchers', () => {
     expect(rx.requests.map(r => r.body.events.map((e: { values: { v: number } }) => e.values.v))).toEqual([[1], [1], [2], [3]])
   })
 })
+
+/** Drains `project` in a child process and kills it (SIGKILL) once its first request has reached the receiver. */
+async function killMidDelivery(project: string): Promise<void> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/drain-child.ts'], {
+    env: { ...process.env, PROJECT: project, DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, SQS_ENDPOINT: env.queue.endpoint, LEASE_MARGIN_MS: '1000', LOG_LEVEL: 'error' },
+    stdio: 'ignore',
+  })
+  const exited = new Promise(resolve => child.on('exit', resolve))
+  await until('the child to start delivering', async () => rx.requests.length === 1)
+  child.kill('SIGKILL')
+  await exited
+}
