@@ -72,7 +72,8 @@ export const configSchema = z.object({
   DISPATCH_MAX_CONCURRENCY: positiveInt(4),
   /** Due events per extra signal the sweeper sends for one project. */
   SWEEPER_EVENTS_PER_SIGNAL: positiveInt(500),
-  RETENTION_DAYS: positiveInt(7),
+  // 0 keeps every event, as upstream does.
+  RETENTION_DAYS: nonNegativeInt(7),
   RETENTION_INCLUDE_FAILED: bool.default(false),
   RETENTION_BATCH_SIZE: positiveInt(5_000),
   /**

@@ -36,7 +36,7 @@ export const DEFAULT_RECORD_SETTINGS: RecordSettings = {
  */
 export const CLAIM_HEALTH_CTES = `probing AS (
     UPDATE actions_target_health h
-    SET probe_at = now() + coalesce(h.probe_interval_ms, ${DEFAULT_RECORD_SETTINGS.probeMs}) * interval '1 millisecond', updated_at = now()
+    SET probe_at = now() + coalesce(h.probe_interval_ms, ${DEFAULT_RECORD_SETTINGS.probeMs}) * interval '1 millisecond', probe_claimed_at = now(), updated_at = now()
     WHERE h.project = $1 AND h.paused_at IS NOT NULL AND h.probe_at <= now() AND h.target = ANY($2::text[])
       AND (h.hold_until IS NULL OR h.hold_until <= now())
       -- Ordered and limited as the due index is, so it probes the index per paused target instead of
@@ -58,7 +58,8 @@ export type HealthParams = { threshold: string; probe: string; probeCap: string 
  * statement saw of the target, `h` its row as it is now):
  * - `resume`: it answered (an event delivered or a 2xx) while paused for failures;
  * - `gone`: it answered 410 (paused with no probe, for an operator);
- * - `backoff`: it failed while paused for failures (a failed probe: the interval doubles);
+ * - `backoff`: it failed while paused for failures after a probe was claimed (a failed probe: the
+ *   interval doubles, once per probe); a failure of a batch sent before the pause changes nothing;
  * - `pause`: it failed and crossed the threshold, or an event would otherwise have failed terminally;
  * - `keep`: nothing changes in the pause (operator pauses are left to operators).
  */
@@ -66,7 +67,7 @@ const mode = ({ threshold }: HealthParams) => `(CASE
     WHEN excluded.failing_since IS NULL THEN CASE WHEN h.paused_reason = 'failures' THEN 'resume' ELSE 'keep' END
     WHEN ${threshold}::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
     WHEN excluded.paused_reason = 'gone' THEN CASE WHEN h.paused_reason = 'gone' THEN 'keep' ELSE 'gone' END
-    WHEN h.paused_reason = 'failures' THEN 'backoff'
+    WHEN h.paused_reason = 'failures' AND h.probe_claimed_at >= h.paused_at THEN 'backoff'
     WHEN h.paused_reason IS NOT NULL THEN 'keep'
     WHEN excluded.paused_reason = 'failures' OR h.consecutive_failures + excluded.consecutive_failures >= ${threshold}::int THEN 'pause'
     ELSE 'keep' END)`
@@ -103,6 +104,7 @@ export function healthUpsert(p: HealthParams): string {
                  WHEN 'backoff' THEN now() + ${DOUBLED} * interval '1 millisecond' ELSE h.probe_at END,
       probe_interval_ms = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'pause' THEN ${PROBE}
                           WHEN 'backoff' THEN ${DOUBLED} ELSE h.probe_interval_ms END,
+      probe_claimed_at = CASE ${MODE} WHEN 'keep' THEN h.probe_claimed_at ELSE NULL END,
       updated_at = now()
     WHERE excluded.failing_since IS NOT NULL OR h.consecutive_failures > 0 OR h.paused_reason = 'failures' OR excluded.hold_until IS NOT NULL
     RETURNING h.project, h.target, h.paused_reason

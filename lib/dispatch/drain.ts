@@ -95,7 +95,9 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
   const metrics = deps.metrics.forProject(project)
   const { stored, variables } = await getSchemaAndVariables(deps.db, project)
   const targets = resolveTargets({
-    targets: Object.values(stored?.schema.targets ?? {}), variables, config: deps.config, remainingMs: opts.remainingMs(), log, metrics,
+    // By key: a target's `name` may differ from it, and events name their target by key.
+    targets: Object.entries(stored?.schema.targets ?? {}).map(([key, t]) => (t.name === key ? t : { ...t, name: key })),
+    variables, config: deps.config, remainingMs: opts.remainingMs(), log, metrics,
   })
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
   const keys = { resolved: false }

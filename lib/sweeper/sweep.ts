@@ -79,7 +79,8 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   }
 
   let deletedResolved = 0
-  for (let i = 0; i < MAX_RETENTION_BATCHES && opts.remainingMs() > RETENTION_RESERVE_MS; i++) {
+  // RETENTION_DAYS=0: every event is kept (upstream's behaviour).
+  for (let i = 0; deps.config.RETENTION_DAYS > 0 && i < MAX_RETENTION_BATCHES && opts.remainingMs() > RETENTION_RESERVE_MS; i++) {
     const n = await deleteResolved(deps.db, deps.config.RETENTION_DAYS, deps.config.RETENTION_INCLUDE_FAILED, deps.config.RETENTION_BATCH_SIZE)
     deletedResolved += n
     if (n < deps.config.RETENTION_BATCH_SIZE) break

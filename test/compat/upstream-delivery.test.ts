@@ -98,4 +98,17 @@ describe('an upstream schema and upstream payloads, delivered', () => {
     expect(lines('accept-encoding')).toEqual(['gzip, deflate'])
     expect(lines('authorization')).toEqual(['Bearer tok-123'])
   })
+
+  it('stores and delivers a schema whose inline named target has a name other than its key, by the key', async () => {
+    // As upstream's schema generator writes an inline target: keyed by the trigger, named by the author.
+    await storeSchema(env.db.pool, 'inline', {
+      targets: { article_published_target: { type: 'webhook', name: 'Search index', url: rx.url + '/inline' } },
+      triggers: { article_published: { type: 'basic', name: 'article_published', entity: 'Article', create: true, delete: false, update: false, target: 'article_published_target' } },
+    })
+    rx.requests.length = 0
+    const { eventIds } = await enqueue(env.deps, { project: 'inline', transactionId: TX, events: [{ payload: { operation: 'create', entity: 'Article', id: 1, values: {} } }] })
+    expect(await drainProject(env.deps, 'inline', forever)).toMatchObject({ succeeded: 1, failedUnknownTarget: 0 })
+    expect(rx.requests.map(r => r.path)).toEqual(['/inline'])
+    expect(rx.requests[0]?.body.events[0].meta).toMatchObject({ eventId: eventIds[0], target: 'article_published_target' })
+  })
 })

@@ -134,3 +134,34 @@ describe('the circuit breaker', () => {
     expect(await msUntilNextDue(deps().db, project)).toBeUndefined()
   })
 })
+
+describe('the first probe after a pause on a cold drain (issue 23)', () => {
+  it('comes BREAKER_PROBE_MS after the pause, not twice that: failures of batches already in flight are no failed probes', async () => {
+    const wide = await testEnv({ LEASE_MARGIN_MS: '1000', DISPATCH_CONCURRENCY: '8', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '1000', BREAKER_PROBE_MAX_MS: '8000' })
+    const down = await startReceiver((_, res) => { setTimeout(() => { res.statusCode = 503; res.end() }, 30) })
+    try {
+      await schemaFor(wide.deps, 'cold', { t: { url: down.url, maxAttempts: 10, initialRepeatIntervalMs: 1 } })
+      await enqueueMany(wide.deps, 'cold', 'to_t', 16)
+      // Eight requests at once: the pause comes with six more failures still on their way.
+      await drainProject(wide.deps, 'cold', forever)
+      const h = await targetHealth(wide.deps.db, 'cold', 't')
+      expect(h).toMatchObject({ paused_reason: 'failures', probe_interval_ms: 1000 })
+      const gap = (h?.probe_at?.getTime() ?? 0) - (h?.paused_at?.getTime() ?? 0)
+      expect(gap).toBeGreaterThanOrEqual(1000)
+      expect(gap).toBeLessThan(1500)
+      expect(down.requests.length).toBeGreaterThan(2)
+      // The probe itself failing doubles the interval, once.
+      const before = down.requests.length
+      for (let i = 0; i < 40 && down.requests.length === before; i++) {
+        await drainProject(wide.deps, 'cold', forever)
+        await sleep(50)
+      }
+      expect(down.requests.length).toBe(before + 1)
+      expect(down.requests.at(-1)!.at - (h?.paused_at?.getTime() ?? 0)).toBeLessThan(2000)
+      expect(await targetHealth(wide.deps.db, 'cold', 't')).toMatchObject({ paused_reason: 'failures', probe_interval_ms: 2000 })
+    } finally {
+      await down.close()
+      await wide.close()
+    }
+  }, 30_000)
+})

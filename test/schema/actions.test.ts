@@ -20,7 +20,6 @@ describe('actions schema validation', () => {
     ['a negative maxAttempts', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, maxAttempts: -1 } } }), 'targets.hook.maxAttempts: expected an integer from 1 to 1000'],
     ['an unknown target option', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, retries: 3 } } }), 'targets.hook: unrecognized key(s): "retries"'],
     ['a trigger naming a missing target', s => ({ ...s, triggers: { ...s.triggers, article_created: { ...s.triggers.article_created, target: 'gone' } } }), 'triggers.article_created.target: unknown target'],
-    ['a target whose name differs from its key', s => ({ ...s, targets: { ...s.targets, hook: { ...s.targets.hook, name: 'x' } } }), 'targets.hook.name: expected the key of the target'],
     ['an unknown trigger type', s => ({ ...s, triggers: { x: { type: 'cron', name: 'x', target: 'hook' } } }), 'triggers.x.type'],
   ]
   for (const [what, change, message] of cases) {

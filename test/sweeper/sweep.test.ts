@@ -163,6 +163,11 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     expect(left.rows).toEqual([{ state: 'succeed', n: 3 }, { state: 'failed', n: 3 }])
     const withFailed = createDeps(loadConfig({ ...envOf(env), RETENTION_INCLUDE_FAILED: 'true' }), { db: deps().db, signals: deps().signals, log: env.log })
     expect((await sweep(withFailed, { remainingMs: () => 60_000 })).deletedResolved).toBe(3)
+    // RETENTION_DAYS=0 keeps everything, as upstream does, even with failed events included.
+    await deps().db.query(`UPDATE actions_event SET resolved_at = now() - interval '3650 days' WHERE project = 'ret'`)
+    const forever = createDeps(loadConfig({ ...envOf(env), RETENTION_DAYS: '0', RETENTION_INCLUDE_FAILED: 'true' }), { db: deps().db, signals: deps().signals, log: env.log })
+    expect((await sweep(forever, { remainingMs: () => 60_000 })).deletedResolved).toBe(0)
+    expect((await deps().db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = 'ret'`)).rows[0].n).toBe(3)
   })
 })
 
