@@ -21,6 +21,8 @@ export type EventRow = {
   priority: number
   payload: Record<string, unknown>
   log: unknown[]
+  /** Log entries dropped between the first and the last 20 (migration 010). */
+  log_dropped: number
   identity_id: string | null
   ip_address: string | null
   user_agent: string | null

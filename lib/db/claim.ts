@@ -3,6 +3,7 @@ import type { ClaimedEvent } from '../events.js'
 import { DUE, headOfKey } from './due.js'
 import { CLAIM_HEALTH_CTES } from './health.js'
 import { TARGET_DEFAULTS } from '../schema/actions.js'
+import { appendedLog, droppedAfterAppend } from './log.js'
 
 /** What the claim needs to know of each target the schema defines. */
 export type TargetClaimConfig = {
@@ -135,9 +136,10 @@ export const CLAIM_SQL = `WITH cfg AS (
     -- made). A lost attempt counts too, once, whatever else the claim does with the event.
     num_retries = CASE WHEN p.first_pos IS NULL OR p.lost THEN e.num_retries + 1 ELSE e.num_retries END,
     log = CASE WHEN p.gave_up = 'unknown'
-               THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'Event target ' || e.target || ' not found, stopping.'))
-               WHEN p.lost THEN e.log || jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', '${LEASE_EXPIRED}'))
+               THEN ${appendedLog('e', `jsonb_build_object('ok', false, 'errorMessage', 'Event target ' || e.target || ' not found, stopping.')`)}
+               WHEN p.lost THEN ${appendedLog('e', `jsonb_build_object('ok', false, 'errorMessage', '${LEASE_EXPIRED}')`)}
                ELSE e.log END,
+    log_dropped = CASE WHEN p.gave_up = 'unknown' OR p.lost THEN ${droppedAfterAppend('e')} ELSE e.log_dropped END,
     first_failed_at = CASE WHEN p.lost THEN coalesce(e.first_failed_at, now()) ELSE e.first_failed_at END,
     last_state_change = now()
   FROM picked p

@@ -4,6 +4,7 @@ import { MAX_INT32 } from '../schema/limits.js'
 import { DEFAULT_RECORD_SETTINGS, HEALTH_UPSERT, healthUpsert, type RecordSettings } from './health.js'
 import type { Queryable } from './pool.js'
 import { arrayLiteral } from './arrays.js'
+import { appendedLog, droppedAfterAppend } from './log.js'
 
 /** One attempt's outcome for one claimed event, with what the retry rule and the circuit breaker need. */
 export type AttemptRecord = {
@@ -97,19 +98,21 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
   ),
   ev AS (
     UPDATE actions_event e SET
-      num_retries = CASE WHEN ${HOLD} THEN e.num_retries ELSE e.num_retries + 1 END,
+      -- Every attempt counts, a held one too (DESIGN §4): the hold is the state, never a frozen counter.
+      num_retries = e.num_retries + 1,
       state = CASE WHEN u.ok THEN 'succeed' WHEN ${TERMINAL} THEN 'failed' ELSE 'retrying' END::actions_event_state,
       -- A held event is due at once: it waits for its target's resume, not for a backoff.
       visible_at = CASE WHEN u.ok OR ${TERMINAL} THEN e.visible_at WHEN ${HOLD} THEN now()
                         ELSE now() + ${DELAY_MS} * interval '1 millisecond' END,
       resolved_at = CASE WHEN u.ok OR ${TERMINAL} THEN now() END,
-      log = CASE WHEN u.ok THEN e.log ELSE e.log || jsonb_build_array(u.entry) END,
+      log = CASE WHEN u.ok THEN e.log ELSE ${appendedLog('e', 'u.entry')} END,
+      log_dropped = CASE WHEN u.ok THEN e.log_dropped ELSE ${droppedAfterAppend('e')} END,
       first_failed_at = CASE WHEN u.ok THEN NULL WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END,
       last_state_change = now()
     FROM u
     WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed,
-              NOT u.ok AND e.state = 'retrying' AND e.num_retries = u.attempts AS held
+              NOT u.ok AND e.state = 'retrying' AND e.num_retries >= u.max_attempts AS held
   ),
   seen AS (
     SELECT u.project, u.target, NOT bool_or(u.answered) AS down, bool_or(u.gone) AS gone,
@@ -259,7 +262,8 @@ export const RECORD_MINIMAL_SQL = `UPDATE actions_event e SET
                       ELSE now() + least($7::int * power(2, e.num_retries), $8::float8) * interval '1 millisecond' END,
     resolved_at = CASE WHEN $4::bool OR e.num_retries + 1 >= $6::int THEN now() END,
     log = CASE WHEN $4::bool THEN e.log
-               ELSE e.log || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('ok', false, 'code', $5::int, 'errorMessage', $9::text, 'durationMs', $10::int))) END,
+               ELSE ${appendedLog('e', `jsonb_strip_nulls(jsonb_build_object('ok', false, 'code', $5::int, 'errorMessage', $9::text, 'durationMs', $10::int))`)} END,
+    log_dropped = CASE WHEN $4::bool THEN e.log_dropped ELSE ${droppedAfterAppend('e')} END,
     first_failed_at = CASE WHEN $4::bool THEN NULL ELSE coalesce(e.first_failed_at, now()) END,
     last_state_change = now()
   WHERE e.id = $1 AND e.project = $3 AND ${PROCESSING} AND e.visible_at = $2::timestamptz
