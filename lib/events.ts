@@ -47,10 +47,18 @@ export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries
   payload: string
 }
 
+/**
+ * What kind of trouble a failed attempt was (lib/kinds.ts): the target is `down` (the circuit
+ * breaker counts it), `misconfigured` (an operator must fix the target: after the breaker's threshold
+ * it pauses with no probe), or it `rejected` this event (counts toward the event's own maxAttempts
+ * only); `final`: rejected with `"retry": false`, the event fails at once.
+ */
+export type FailureKind = 'down' | 'misconfigured' | 'rejected' | 'final'
+
 /** What one attempt did to one event; a failed one is appended to the event's log. */
 export type Outcome =
   | { ok: true; code: number }
-  | { ok: false; code?: number; errorMessage: string; response?: string; retryAfter?: RetryAfter }
+  | { ok: false; code?: number; errorMessage: string; response?: string; retryAfter?: RetryAfter; kind?: FailureKind }
 
 /** When a receiver asked to be retried (`Retry-After`): after a delay, or at a time (judged by the database clock). */
 export type RetryAfter = { delayMs: number } | { at: Date }

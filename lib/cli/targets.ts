@@ -1,5 +1,5 @@
 import { getCurrentSchema } from '../db/schemas.js'
-import { listTargetHealth, pauseTarget, resumeTarget, type TargetHealth } from '../db/targets.js'
+import { listTargetHealth, pauseLabel, pauseTarget, resumeTarget, type TargetHealth } from '../db/targets.js'
 import type { EventsContext } from './events.js'
 import { oneLine } from './events.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
@@ -64,7 +64,7 @@ function state(h: TargetHealth): string {
   const run = h.consecutive_failures > 0 ? `${h.consecutive_failures} failed batch(es) in a row${h.failing_since ? ` since ${h.failing_since.toISOString()}` : ''}` : ''
   if (!h.paused_reason) return run ? `running, failing: ${run}` : 'running'
   const probe = h.probe_at ? `next probe ${h.probe_at.toISOString()}` : 'no probe: waits for "targets resume"'
-  return `paused (${h.paused_reason}) since ${h.paused_at?.toISOString() ?? '?'}, ${probe}${run ? `; ${run}` : ''}`
+  return `paused (${oneLine(pauseLabel(h) ?? '?', NAME_CHARS)}) since ${h.paused_at?.toISOString() ?? '?'}, ${probe}${run ? `; ${run}` : ''}`
 }
 
 const name = (text: string) => oneLine(text, NAME_CHARS)

@@ -77,7 +77,7 @@ export async function deleteResolved(db: Queryable, days: number, includeFailed:
 }
 
 /** A paused target, for the sweeper's paused gauge. */
-export type PausedTarget = { project: string; target: string; reason: 'failures' | 'gone' | 'operator' }
+export type PausedTarget = { project: string; target: string; reason: 'failures' | 'gone' | 'operator' | 'misconfigured' }
 
 /** Every paused target (the table holds one small row per target that ever failed, so this stays small). */
 export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> {

@@ -61,20 +61,26 @@ export type HealthParams = { threshold: string; probe: string; probeCap: string 
  * - `backoff`: it failed while paused for failures after a probe was claimed (a failed probe: the
  *   interval doubles, once per probe); a failure of a batch sent before the pause changes nothing;
  * - `pause`: it failed and crossed the threshold, or an event would otherwise have failed terminally;
+ * - `misconfigure`: as `pause`, but what it answered needs an operator (`pause_detail`: a 401, a
+ *   redirect, the egress guard's refusal): paused with no probe; also when a paused target's probe
+ *   answers so;
  * - `keep`: nothing changes in the pause (operator pauses are left to operators).
  */
 const mode = ({ threshold }: HealthParams) => `(CASE
     WHEN excluded.failing_since IS NULL THEN CASE WHEN h.paused_reason = 'failures' THEN 'resume' ELSE 'keep' END
     WHEN ${threshold}::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
     WHEN excluded.paused_reason = 'gone' THEN CASE WHEN h.paused_reason = 'gone' THEN 'keep' ELSE 'gone' END
+    WHEN h.paused_reason = 'failures' AND excluded.pause_detail IS NOT NULL AND h.probe_claimed_at >= h.paused_at THEN 'misconfigure'
     WHEN h.paused_reason = 'failures' AND h.probe_claimed_at >= h.paused_at THEN 'backoff'
     WHEN h.paused_reason IS NOT NULL THEN 'keep'
-    WHEN excluded.paused_reason = 'failures' OR h.consecutive_failures + excluded.consecutive_failures >= ${threshold}::int THEN 'pause'
+    WHEN excluded.paused_reason IS NOT NULL OR h.consecutive_failures + excluded.consecutive_failures >= ${threshold}::int
+      THEN CASE WHEN excluded.pause_detail IS NOT NULL THEN 'misconfigure' ELSE 'pause' END
     ELSE 'keep' END)`
 
 /**
  * A record statement's health upsert over `seen` (per project and target: down, gone, failed
- * batches, held, known, and `hold_until`: when a Retry-After asked the target to be left alone until). A target with no row that answered writes nothing; a healthy row is not
+ * batches, held, known, `hold_until`: when a Retry-After asked the target to be left alone until, and
+ * `misconfigured`: what it answered that needs an operator). A target with no row that answered writes nothing; a healthy row is not
  * rewritten by a success. A failure run starts at the earliest failure recorded (least()), so a
  * statement that commits late cannot start the run after an event's own first failure. `p` names the
  * parameters holding the threshold, the first probe interval (ms) and the probe interval cap (ms).
@@ -85,24 +91,27 @@ export function healthUpsert(p: HealthParams): string {
   const DOUBLED = `least(coalesce(h.probe_interval_ms, ${PROBE})::bigint * 2, ${p.probeCap}::int)::int`
   return `health AS (
     INSERT INTO actions_target_health AS h
-      (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, hold_until, updated_at)
+      (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, hold_until, pause_detail, updated_at)
     SELECT project, target, CASE WHEN down THEN batches ELSE 0 END, CASE WHEN down THEN now() END,
            CASE WHEN pause IS NOT NULL THEN now() END, pause,
            CASE WHEN pause = 'failures' THEN now() + ${PROBE} * interval '1 millisecond' END,
-           CASE WHEN pause = 'failures' THEN ${PROBE} END, hold_until, now()
-    FROM (SELECT *, CASE WHEN ${p.threshold}::int = 0 THEN NULL WHEN gone THEN 'gone' WHEN down AND (held OR batches >= ${p.threshold}::int) THEN 'failures' END AS pause FROM seen) s
+           CASE WHEN pause = 'failures' THEN ${PROBE} END, hold_until, CASE WHEN down THEN misconfigured END, now()
+    FROM (SELECT *, CASE WHEN ${p.threshold}::int = 0 THEN NULL WHEN gone THEN 'gone'
+                         WHEN down AND (held OR batches >= ${p.threshold}::int) THEN CASE WHEN misconfigured IS NOT NULL THEN 'misconfigured' ELSE 'failures' END
+                    END AS pause FROM seen) s
     WHERE down OR known OR hold_until IS NOT NULL
     ON CONFLICT (project, target) DO UPDATE SET
       -- The latest time any receiver answer asked for; a success does not lift it (it asked for time, not health).
       hold_until = CASE WHEN excluded.hold_until > coalesce(h.hold_until, '-infinity') THEN excluded.hold_until ELSE h.hold_until END,
       consecutive_failures = CASE WHEN excluded.failing_since IS NULL THEN 0 ELSE h.consecutive_failures + excluded.consecutive_failures END,
       failing_since = CASE WHEN excluded.failing_since IS NULL THEN NULL ELSE least(h.failing_since, now()) END,
-      paused_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN now() WHEN 'pause' THEN now() ELSE h.paused_at END,
-      paused_reason = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN 'gone' WHEN 'pause' THEN 'failures' ELSE h.paused_reason END,
-      probe_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL
+      paused_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN now() WHEN 'pause' THEN now() WHEN 'misconfigure' THEN coalesce(h.paused_at, now()) ELSE h.paused_at END,
+      paused_reason = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN 'gone' WHEN 'pause' THEN 'failures' WHEN 'misconfigure' THEN 'misconfigured' ELSE h.paused_reason END,
+      pause_detail = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN '410' WHEN 'pause' THEN NULL WHEN 'misconfigure' THEN excluded.pause_detail ELSE h.pause_detail END,
+      probe_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'misconfigure' THEN NULL
                  WHEN 'pause' THEN now() + ${PROBE} * interval '1 millisecond'
                  WHEN 'backoff' THEN now() + ${DOUBLED} * interval '1 millisecond' ELSE h.probe_at END,
-      probe_interval_ms = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'pause' THEN ${PROBE}
+      probe_interval_ms = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'misconfigure' THEN NULL WHEN 'pause' THEN ${PROBE}
                           WHEN 'backoff' THEN ${DOUBLED} ELSE h.probe_interval_ms END,
       probe_claimed_at = CASE ${MODE} WHEN 'keep' THEN h.probe_claimed_at ELSE NULL END,
       updated_at = now()
@@ -121,15 +130,16 @@ export type TargetHealth = {
   consecutive_failures: number
   failing_since: Date | null
   paused_at: Date | null
-  paused_reason: 'failures' | 'gone' | 'operator' | null
+  paused_reason: 'failures' | 'gone' | 'operator' | 'misconfigured' | null
   probe_at: Date | null
   probe_interval_ms: number | null
+  pause_detail: string | null
 }
 
 /** The health row of one target, or undefined while it has never failed. */
 export async function targetHealth(db: Queryable, project: string, target: string): Promise<TargetHealth | undefined> {
   const { rows } = await db.query<TargetHealth>(
-    `SELECT project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms
+    `SELECT project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, pause_detail
      FROM actions_target_health WHERE project = $1 AND target = $2`,
     [project, target],
   )

@@ -5,6 +5,7 @@ import { DEFAULT_RECORD_SETTINGS, HEALTH_UPSERT, healthUpsert, type RecordSettin
 import type { Queryable } from './pool.js'
 import { arrayLiteral } from './arrays.js'
 import { appendedLog, droppedAfterAppend } from './log.js'
+import { failureKind } from '../kinds.js'
 
 /** One attempt's outcome for one claimed event, with what the retry rule and the circuit breaker need. */
 export type AttemptRecord = {
@@ -31,7 +32,7 @@ export type AttemptRecord = {
  */
 export type RecordedRow = {
   id: string; state: 'succeed' | 'retrying' | 'failed'; num_retries: number; target: string; trigger: string
-  held: boolean; target_paused: 'failures' | 'gone' | null; target_resumed: boolean
+  held: boolean; target_paused: 'failures' | 'gone' | 'misconfigured' | null; target_resumed: boolean
   /** The event has an ordering key: once it is resolved, the key's next event may be claimable. */
   keyed: boolean
 }
@@ -58,9 +59,10 @@ const LAST = `(NOT u.ok AND e.num_retries + 1 >= u.max_attempts)`
  * migration 004 count from their creation, which can only withhold the protection, never grant it wrongly.
  * A threshold of 0 turns the breaker off (upstream's rule: a dead target fails its events).
  */
-const HOLD = `(${LAST} AND $16::int > 0 AND NOT u.answered AND (u.gone OR coalesce(u.run_since, now())
+const HOLD = `(${LAST} AND u.kind IN ('down', 'misconfigured') AND $16::int > 0 AND NOT u.answered AND (u.gone OR coalesce(u.run_since, now())
     <= CASE WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END))`
-const TERMINAL = `(${LAST} AND NOT ${HOLD})`
+// A `"retry": false` answer fails its event at once; any other failure only once it was the last attempt.
+const TERMINAL = `((NOT u.ok AND u.kind = 'final') OR (${LAST} AND NOT ${HOLD}))`
 // What the receiver asked for (Retry-After as delta-seconds or an HTTP date), in ms by the database clock.
 const RETRY_AFTER = `coalesce(u.retry_after_ms, extract(epoch FROM u.retry_at - now())::float8 * 1000)`
 // Upstream's backoff, no earlier than the receiver asked (capped), stretched by the jitter fraction.
@@ -82,17 +84,21 @@ const progressUpsert = (flag: string) => `progress AS (
  * $1 ids, $2 leases, $3 ok, $4 log entries, $5 maxAttempts, $6 initialRepeatIntervalMs, $7 backoff cap (ms),
  * $8 projects, $9 targets, $10 status codes, $11 batch numbers, $12 attempts before, $13 Retry-After (ms),
  * $14 Retry-After (date), $15 Retry-After cap (ms), $16 breaker threshold, $17 first probe interval (ms),
- * $18 probe interval cap (ms), $19 jitter fraction, $20 whether to write the projects' dispatch progress.
+ * $18 probe interval cap (ms), $19 jitter fraction, $20 whether to write the projects' dispatch progress,
+ * $21 failure kinds (lib/delivery/kinds.ts; null for a success), $22 what misconfigured the target (its
+ * status or our cause), by record.
  */
 export const RECORD_SQL = `WITH u AS MATERIALIZED (
-    -- Per target, what this statement saw: answered (an event delivered or any 2xx), gone (a 410).
+    -- Per target, what this statement saw: answered (an event delivered, or an answer that rejects
+    -- events: the target works), gone (a 410), misconfigured (what it answered that needs an operator).
     SELECT r.*,
-           bool_or(r.ok OR coalesce(r.code BETWEEN 200 AND 299, false)) OVER w AND NOT bool_or(coalesce(r.code = 410, false)) OVER w AS answered,
+           bool_or(r.ok OR r.kind IN ('rejected', 'final')) OVER w AND NOT bool_or(coalesce(r.code = 410, false)) OVER w AS answered,
            bool_or(coalesce(r.code = 410, false)) OVER w AS gone,
+           max(r.detail) OVER w AS misconfigured,
            h.failing_since AS run_since, h.paused_reason AS was_paused, h.project IS NOT NULL AS known
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[], $4::jsonb[], $5::int[], $6::int[], $8::text[], $9::text[],
-                $10::int[], $11::int[], $12::int[], $13::float8[], $14::timestamptz[])
-         AS r(id, lease, ok, entry, max_attempts, interval_ms, project, target, code, batch, attempts, retry_after_ms, retry_at)
+                $10::int[], $11::int[], $12::int[], $13::float8[], $14::timestamptz[], $21::text[], $22::text[])
+         AS r(id, lease, ok, entry, max_attempts, interval_ms, project, target, code, batch, attempts, retry_after_ms, retry_at, kind, detail)
     LEFT JOIN actions_target_health h ON h.project = r.project AND h.target = r.target
     WINDOW w AS (PARTITION BY r.project, r.target)
   ),
@@ -117,6 +123,7 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
   seen AS (
     SELECT u.project, u.target, NOT bool_or(u.answered) AS down, bool_or(u.gone) AS gone,
            count(DISTINCT u.batch)::int AS batches, bool_or(u.known) AS known, coalesce(bool_or(ev.held), false) AS held,
+           max(u.misconfigured) AS misconfigured,
            -- A Retry-After holds the whole target until then (capped as the event's own delay is).
            -- (least() skips NULLs: without the CASE an outcome without Retry-After would hold for the cap.)
            max(CASE WHEN ${RETRY_AFTER} IS NOT NULL THEN now() + least(${RETRY_AFTER}, $15::float8) * interval '1 millisecond' END) AS hold_until
@@ -158,7 +165,8 @@ export const RECORD_OK_SQL = `WITH ev AS (
     FROM actions_target_health h
     JOIN (SELECT DISTINCT project, target FROM unnest($3::text[], $4::text[]) AS t(project, target)) t ON h.project = t.project AND h.target = t.target
   ),
-  seen AS (SELECT project, target, false AS down, false AS gone, 0 AS batches, true AS known, false AS held, NULL::timestamptz AS hold_until FROM was),
+  seen AS (SELECT project, target, false AS down, false AS gone, 0 AS batches, true AS known, false AS held, NULL::timestamptz AS hold_until,
+                  NULL::text AS misconfigured FROM was),
   ${healthUpsert({ threshold: '$5', probe: '$6', probeCap: '$7' })},
   ${progressUpsert('$8')},
   changes AS (
@@ -224,6 +232,8 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
       clampInt(settings.probeMaxMs, 1),
       Math.min(1, Math.max(0, settings.jitter)),
       progress,
+      arrayLiteral(records.map(r => (r.outcome.ok ? null : failureKind(r.outcome)))),
+      arrayLiteral(records.map(r => misconfiguredBy(r.outcome))),
     ],
   })
   return rows
@@ -243,6 +253,15 @@ function logEntry(outcome: Extract<Outcome, { ok: false }>, durationMs: number) 
     durationMs,
   }
 }
+
+/** What misconfigured the target, for its pause (`401`, `Destination not allowed`): a status, or our own words for a request never made. */
+function misconfiguredBy(outcome: Outcome): string | null {
+  if (outcome.ok || failureKind(outcome) !== 'misconfigured') return null
+  return outcome.code !== undefined ? String(outcome.code) : cleanText(outcome.errorMessage, MISCONFIGURED_DETAIL_BYTES)
+}
+
+/** The longest pause detail kept: our own error words are short; a variable name may be long. */
+const MISCONFIGURED_DETAIL_BYTES = 300
 
 function clampInt(value: number, min: number): number {
   return Number.isFinite(value) ? Math.min(MAX_INT32, Math.max(min, Math.trunc(value))) : min

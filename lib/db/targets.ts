@@ -1,8 +1,8 @@
 import type { Queryable } from './pool.js'
 import { assertNames } from '../schema/limits.js'
 
-/** Why a target is paused (migration 003): the breaker, a 410 Gone, or an operator. */
-export type PauseReason = 'failures' | 'gone' | 'operator'
+/** Why a target is paused (migrations 003, 011): the breaker (down), a 410 Gone, an operator, or a misconfiguration. */
+export type PauseReason = 'failures' | 'gone' | 'operator' | 'misconfigured'
 
 /** One row of actions_target_health as an operator sees it. A target without a row is healthy. */
 export type TargetHealth = {
@@ -12,12 +12,14 @@ export type TargetHealth = {
   paused_at: Date | null
   paused_reason: PauseReason | null
   probe_at: Date | null
+  /** What misconfigured it: a status (`401`) or our words for a request never made (`Destination not allowed`). */
+  pause_detail: string | null
 }
 
 /** Every health row of a project, by target name. */
 export async function listTargetHealth(db: Queryable, project: string): Promise<TargetHealth[]> {
   const { rows } = await db.query<TargetHealth>(
-    `SELECT target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at
+    `SELECT target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, pause_detail
      FROM actions_target_health WHERE project = $1 ORDER BY target`,
     [project],
   )
@@ -52,8 +54,19 @@ export async function pauseTarget(db: Queryable, project: string, target: string
 export async function resumeTarget(db: Queryable, project: string, target: string): Promise<TargetHealth | undefined> {
   const { rows } = await db.query<TargetHealth>(
     `DELETE FROM actions_target_health WHERE project = $1 AND target = $2
-     RETURNING target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at`,
+     RETURNING target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, pause_detail`,
     [project, target],
   )
   return rows[0]
+}
+
+/** How an operator reads a pause: `down` (the breaker probes it), `misconfigured (401)`, or `operator`. */
+export function pauseLabel(h: Pick<TargetHealth, 'paused_reason' | 'pause_detail'>): string | undefined {
+  switch (h.paused_reason) {
+    case null: return undefined
+    case 'failures': return 'down'
+    case 'gone': return 'misconfigured (410)'
+    case 'misconfigured': return `misconfigured (${h.pause_detail ?? '?'})`
+    case 'operator': return 'operator'
+  }
 }

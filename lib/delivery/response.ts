@@ -1,4 +1,5 @@
 import type { Outcome, RetryAfter } from '../events.js'
+import { statusKind } from '../kinds.js'
 import type { Logger } from '../log.js'
 import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES, type Redactor } from '../text.js'
 
@@ -53,12 +54,13 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
   const stored = () => cleanText(res.body, STORED_RESPONSE_BYTES, redact)
   const invalid = (problem: string): Map<string, Outcome> => {
     log.warn('Webhook target returned a malformed response', { target, status: res.status, events: eventIds })
-    return all({ ok: false, code: res.status, errorMessage: `Invalid response: ${problem}`, response: stored() })
+    // The receiver answered 2xx: it works, and this answer rejects the batch.
+    return all({ ok: false, code: res.status, errorMessage: `Invalid response: ${problem}`, response: stored(), kind: 'rejected' })
   }
   if (res.status < 200 || res.status >= 300) {
     log.warn('Webhook target responded with an error status', { target, status: res.status, statusText: excerpt(res.statusText, redact), events: eventIds })
     const retryAfter = RETRY_AFTER_STATUSES.has(res.status) ? parseRetryAfter(res.retryAfter) : undefined
-    return all({ ok: false, code: res.status, errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact), response: stored(), ...(retryAfter ? { retryAfter } : {}) })
+    return all({ ok: false, code: res.status, errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact), response: stored(), kind: statusKind(res.status), ...(retryAfter ? { retryAfter } : {}) })
   }
   // Upstream: an empty body, or one whose content type does not mention JSON, means all delivered.
   // Only a JSON body has to be read, so only then does a body that cannot be decoded fail the attempt.
@@ -82,14 +84,19 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
   if (outside.length) {
     log.warn('Webhook target reported failures for event ids outside the batch', { target, status: res.status, unknownEventIds: outside.length, events: eventIds })
     // Upstream's text; the ids are the receiver's, so they are stored redacted and bounded, never logged.
-    return all({ ok: false, code: res.status, errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, redact), response: stored() })
+    return all({ ok: false, code: res.status, errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, redact), response: stored(), kind: 'rejected' })
   }
   const failedIds = eventIds.filter(id => failures.has(id))
   if (failedIds.length) log.warn('Webhook target reported failed events', { target, status: res.status, events: failedIds })
   return new Map(eventIds.map((id): [string, Outcome] => {
-    if (!failures.has(id)) return [id, { ok: true, code: res.status }]
-    const error = failures.get(id)
-    return [id, { ok: false, code: res.status, errorMessage: error === undefined ? 'Reported failed by the target' : cleanText(error, STORED_ERROR_BYTES, redact) }]
+    const failure = failures.get(id)
+    if (!failure) return [id, { ok: true, code: res.status }]
+    const { error, retry } = failure
+    return [id, {
+      ok: false, code: res.status, errorMessage: error === undefined ? 'Reported failed by the target' : cleanText(error, STORED_ERROR_BYTES, redact),
+      // `"retry": false` (an extension; upstream receivers never send it): the event fails at once.
+      kind: retry === false ? 'final' : 'rejected',
+    }]
   }))
 }
 
@@ -98,18 +105,20 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
  * key); entries may carry other keys, which upstream ignores. Returns the errors by event id, or what
  * is wrong (in our words, quoting nothing of the body).
  */
-function parseFailures(parsed: object): Map<string, string | undefined> | string {
+function parseFailures(parsed: object): Map<string, { error: string | undefined; retry: boolean | undefined }> | string {
   if (Object.keys(parsed).some(k => k !== 'failures')) return 'unexpected property beside "failures"'
   const value: unknown = Reflect.get(parsed, 'failures')
   if (!Array.isArray(value)) return '"failures" must be an array'
-  const out = new Map<string, string | undefined>()
+  const out = new Map<string, { error: string | undefined; retry: boolean | undefined }>()
   for (const [i, item] of value.entries()) {
     if (typeof item !== 'object' || item === null) return `failures[${i}] must be an object`
     const eventId: unknown = Reflect.get(item, 'eventId')
     const error: unknown = Reflect.get(item, 'error')
     if (typeof eventId !== 'string') return `failures[${i}].eventId must be a string`
     if (error !== undefined && typeof error !== 'string') return `failures[${i}].error must be a string`
-    out.set(eventId, error)
+    // Other keys are ignored, as upstream ignores them; `retry` is read only when it is a boolean.
+    const retry: unknown = Reflect.get(item, 'retry')
+    out.set(eventId, { error, retry: typeof retry === 'boolean' ? retry : undefined })
   }
   return out
 }

@@ -3,7 +3,8 @@ import { pipeline, Transform, type Readable } from 'node:stream'
 import zlib from 'node:zlib'
 import type { Dispatcher } from 'undici'
 import { errorCode } from '../errors.js'
-import type { ClaimedEvent } from '../events.js'
+import type { ClaimedEvent, FailureKind } from '../events.js'
+import { networkKind } from '../kinds.js'
 import type { Logger } from '../log.js'
 import type { WebhookTarget } from '../schema/actions.js'
 import { endDeadline, startDeadline } from './deadlines.js'
@@ -80,10 +81,11 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
   const ids = events.map(e => e.id)
   const started = performance.now()
   const finish = (outcomes: Map<string, Outcome>): Delivery => ({ outcomes, durationMs: Math.round(performance.now() - started) })
-  const failAll = (errorMessage: string) => finish(new Map(ids.map(id => [id, { ok: false, errorMessage }])))
+  const failAll = (errorMessage: string, kind: FailureKind) => finish(new Map(ids.map(id => [id, { ok: false, errorMessage, kind }])))
   if (!address.ok) {
     log.warn('Webhook target could not be addressed', { target: target.name, error: address.error, events: ids })
-    return failAll(address.error)
+    // No request was made: an undefined variable, an invalid URL or scheme, a missing signing secret.
+    return failAll(address.error, 'misconfigured')
   }
 
   let body: string | Buffer
@@ -92,7 +94,7 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
   } catch (e) {
     if (!(e instanceof PayloadPathError)) throw e
     log.warn('Webhook target body template cannot hold the events', { target: target.name, error: e.message, events: ids })
-    return failAll(e.message)
+    return failAll(e.message, 'misconfigured')
   }
 
   // One deadline for connect, headers and body together, on the shared timer (lib/delivery/deadlines.ts).
@@ -118,8 +120,11 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
     }
   } catch (e) {
     const message = deadline.expired ? `Timeout after ${timeoutMs} ms` : networkError(e)
+    const code = errorCode(e) ?? errorCode(e instanceof Error ? e.cause : undefined)
+    // Refused by the egress guard (no request made) or a certificate that does not verify: misconfigured; the rest down.
+    const kind = deadline.expired ? 'down' : code === DESTINATION_NOT_ALLOWED_CODE ? 'misconfigured' : networkKind(code)
     log.warn('Webhook delivery failed', { target: target.name, error: message, events: ids })
-    return failAll(message)
+    return failAll(message, kind)
   } finally {
     endDeadline(deadline)
   }

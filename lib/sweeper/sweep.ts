@@ -63,7 +63,8 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   for (const p of paused) {
     const labels = { contember_project: p.project, target: p.target }
     gauges.targetPaused.set(labels, 1)
-    if (p.reason === 'gone') gauges.targetGone.set(labels, 1)
+    // Waiting for an operator: a 410 Gone, or (issue 23) any misconfiguration.
+    if (p.reason === 'gone' || p.reason === 'misconfigured') gauges.targetGone.set(labels, 1)
   }
 
   // Every enabled sink (Pushgateway with replace semantics, EMF) from one call; it never throws.

@@ -39,10 +39,10 @@ describe('targets list', () => {
     expect(res).toMatchObject({ code: 0, err: '' })
     expect(res.out.split('\n')).toEqual([
       'calm running',
-      'down paused (failures) since 2024-05-01T09:05:00.000Z, next probe 2024-05-01T09:06:00.000Z; 7 failed batch(es) in a row since 2024-05-01T09:00:00.000Z',
+      'down paused (down) since 2024-05-01T09:05:00.000Z, next probe 2024-05-01T09:06:00.000Z; 7 failed batch(es) in a row since 2024-05-01T09:00:00.000Z',
       'flaky running, failing: 2 failed batch(es) in a row since 2024-05-01T10:00:00.000Z',
-      'gone paused (gone) since 2024-05-01T08:00:00.000Z, no probe: waits for "targets resume"; 1 failed batch(es) in a row since 2024-05-01T08:00:00.000Z',
-      'removed paused (failures) since 2024-05-01T07:01:00.000Z, next probe 2024-05-01T07:02:00.000Z; 5 failed batch(es) in a row since 2024-05-01T07:00:00.000Z [not in the current schema]',
+      'gone paused (misconfigured (410)) since 2024-05-01T08:00:00.000Z, no probe: waits for "targets resume"; 1 failed batch(es) in a row since 2024-05-01T08:00:00.000Z',
+      'removed paused (down) since 2024-05-01T07:01:00.000Z, next probe 2024-05-01T07:02:00.000Z; 5 failed batch(es) in a row since 2024-05-01T07:00:00.000Z [not in the current schema]',
       '4 target(s), 3 paused',
     ])
   })

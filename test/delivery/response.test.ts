@@ -17,7 +17,7 @@ const run = (r: HttpResponse, redact?: (t: string) => string) => {
 describe('interpreting a webhook response', () => {
   it('fails every event on a non-2xx status, keeping the status and the response text', () => {
     const { out, logs } = run(res(500, 'boom', 'text/plain'))
-    for (const id of ids) expect(out[id]).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'boom' })
+    for (const id of ids) expect(out[id]).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'boom', kind: 'down' })
     expect(logs[0]).toMatchObject({ level: 'warn', target: 'hook', status: 500, statusText: 'Internal Server Error', events: ids })
   })
 
@@ -47,8 +47,8 @@ describe('interpreting a webhook response', () => {
     const { out, logs } = run(res(200, JSON.stringify({ failures: [{ eventId: 'e2', error: 'nope' }, { eventId: 'e3', note: 'extra keys in an entry are ignored' }] }), 'application/problem+json'))
     expect(out).toEqual({
       e1: { ok: true, code: 200 },
-      e2: { ok: false, code: 200, errorMessage: 'nope' },
-      e3: { ok: false, code: 200, errorMessage: 'Reported failed by the target' },
+      e2: { ok: false, code: 200, errorMessage: 'nope', kind: 'rejected' },
+      e3: { ok: false, code: 200, errorMessage: 'Reported failed by the target', kind: 'rejected' },
     })
     expect(logs).toHaveLength(1)
     expect(logs[0]).toMatchObject({ level: 'warn', target: 'hook', events: ['e2', 'e3'] })
