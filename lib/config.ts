@@ -77,6 +77,11 @@ export const configSchema = z.object({
   RETENTION_INCLUDE_FAILED: bool.default(false),
   RETENTION_BATCH_SIZE: positiveInt(5_000),
   /**
+   * Events of a target paused longer than this (hours, a decimal so tests can scale it down) fail
+   * terminally, counted, with the pause in their log; 0 waits forever. The sweeper applies it.
+   */
+  PAUSED_GIVE_UP_HOURS: z.coerce.number({ message: 'expected a number of hours (0 = never)' }).min(0, 'expected a number of hours (0 = never)').default(72),
+  /**
    * Failed batches in a row (nothing delivered, no 2xx) that pause a target (the circuit breaker). 0 turns
    * the breaker off: upstream's rule, a dead target fails its events after maxAttempts.
    */

@@ -1,4 +1,5 @@
 import { DUE, headOfKey } from './due.js'
+import { appendedLog, droppedAfterAppend } from './log.js'
 import type { Queryable } from './pool.js'
 
 /** Per project: due events by state, the oldest due event's age, and events waiting in `failed`. */
@@ -85,4 +86,35 @@ export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> 
     `SELECT project, target, paused_reason AS reason FROM actions_target_health WHERE paused_at IS NOT NULL ORDER BY project, target`,
   )
   return rows
+}
+
+/**
+ * $1 hours, $2 rows at most. Fails the waiting events (created, retrying) of targets paused longer than
+ * $1 hours, oldest pause first: no request is made, so no attempt is counted, and the log says why
+ * (the pause, its start and reason). The filter is repeated outside the batch pick: an event claimed or retried
+ * meanwhile is left alone. Returns each changed event's project.
+ */
+export const GIVE_UP_SQL = `WITH gave_up AS (
+    UPDATE actions_event e SET state = 'failed', resolved_at = now(), last_state_change = now(),
+      log = ${appendedLog('e', `jsonb_build_object('ok', false, 'errorMessage',
+        'Gave up: the target has been paused since ' || to_char(h.paused_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+        || ' (' || CASE h.paused_reason WHEN 'failures' THEN 'down' WHEN 'gone' THEN 'misconfigured (410)'
+                   WHEN 'misconfigured' THEN 'misconfigured (' || coalesce(h.pause_detail, '?') || ')' ELSE h.paused_reason END
+        || '), longer than PAUSED_GIVE_UP_HOURS')`)},
+      log_dropped = ${droppedAfterAppend('e')}
+    FROM actions_target_health h
+    WHERE e.id = ANY(ARRAY(
+        SELECT w.id FROM actions_target_health p JOIN actions_event w ON w.project = p.project AND w.target = p.target
+        WHERE p.paused_at < now() - $1 * interval '1 hour' AND w.state IN ('created', 'retrying')
+        ORDER BY p.paused_at LIMIT $2))
+      AND h.project = e.project AND h.target = e.target AND h.paused_at < now() - $1 * interval '1 hour'
+      AND e.state IN ('created', 'retrying')
+    RETURNING e.project
+  )
+  SELECT project, count(*)::int AS n FROM gave_up GROUP BY project`
+
+/** Applies PAUSED_GIVE_UP_HOURS ({@link GIVE_UP_SQL}); returns how many events failed, by project. */
+export async function giveUpPaused(db: Queryable, hours: number, limit: number): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ project: string; n: number }>(GIVE_UP_SQL, [hours, limit])
+  return new Map(rows.map(r => [r.project, r.n]))
 }

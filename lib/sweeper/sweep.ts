@@ -1,5 +1,5 @@
 import { listProjects } from '../db/schemas.js'
-import { deleteResolved, dueTotal, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
+import { deleteResolved, dueTotal, giveUpPaused, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, type SweeperGauges } from '../metrics/registry.js'
@@ -15,6 +15,8 @@ export type SweepOptions = {
 
 export type SweepResult = {
   projects: string[]
+  /** Events failed because their target was paused longer than PAUSED_GIVE_UP_HOURS, by project. */
+  gaveUp: Record<string, number>
   /** Signals sent per project. */
   signals: Record<string, number>
   deletedResolved: number
@@ -79,6 +81,13 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     }
   }
 
+  // PAUSED_GIVE_UP_HOURS: waiting has a bound; what gave up is counted as failed, as any terminal failure.
+  const gaveUp = deps.config.PAUSED_GIVE_UP_HOURS > 0 ? await giveUpPaused(deps.db, deps.config.PAUSED_GIVE_UP_HOURS, deps.config.RETENTION_BATCH_SIZE) : new Map<string, number>()
+  for (const [project, n] of gaveUp) {
+    deps.metrics.forProject(project).failed(n)
+    log.error('Gave up events of a target paused longer than PAUSED_GIVE_UP_HOURS; bulk retry brings them back', { project, events: n })
+  }
+
   let deletedResolved = 0
   // RETENTION_DAYS=0: every event is kept (upstream's behaviour).
   for (let i = 0; deps.config.RETENTION_DAYS > 0 && i < MAX_RETENTION_BATCHES && opts.remainingMs() > RETENTION_RESERVE_MS; i++) {
@@ -87,7 +96,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     if (n < deps.config.RETENTION_BATCH_SIZE) break
   }
   log.info('Sweep finished', { projects: active.length, signalled: Object.keys(signals).length, deletedResolved, deletedGroups })
-  return { projects: active, signals, deletedResolved, deletedGroups, gauges }
+  return { projects: active, signals, gaveUp: Object.fromEntries(gaveUp), deletedResolved, deletedGroups, gauges }
 }
 
 /** None when nothing is due, one for a small backlog, more for a large one, never above the dispatch parallelism. */
