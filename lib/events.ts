@@ -58,7 +58,11 @@ export type FailureKind = 'down' | 'misconfigured' | 'rejected' | 'final'
 /** What one attempt did to one event; a failed one is appended to the event's log. */
 export type Outcome =
   | { ok: true; code: number }
-  | { ok: false; code?: number; errorMessage: string; response?: string; retryAfter?: RetryAfter; kind?: FailureKind }
+  | {
+    ok: false; code?: number; errorMessage: string; response?: string; retryAfter?: RetryAfter; kind?: FailureKind
+    /** One answer (or one failure to get one) failed every event of the batch alike: the batch may hold a poison event. */
+    wholeBatch?: true
+  }
 
 /** When a receiver asked to be retried (`Retry-After`): after a delay, or at a time (judged by the database clock). */
 export type RetryAfter = { delayMs: number } | { at: Date }

@@ -82,7 +82,7 @@ export const CLAIM_SQL = `WITH cfg AS (
     -- lost: claimed before and its lease ran out with no record. The attempt may have reached the
     -- receiver, so it counts (below): a delivery that kills its dispatcher, or whose record cannot be
     -- written, ends after maxAttempts like any other failure instead of being sent again forever.
-    SELECT id, project, target, priority, visible_at, seq, num_retries, state = 'processing' AS lost, octet_length(payload::text) AS bytes
+    SELECT id, project, target, priority, visible_at, seq, num_retries, batch_cap, state = 'processing' AS lost, octet_length(payload::text) AS bytes
     FROM actions_event
     WHERE project = $1 AND ${DUE}
       AND target <> ALL($7::text[])
@@ -98,10 +98,14 @@ export const CLAIM_SQL = `WITH cfg AS (
   ),
   ranked AS (
     -- spent: a lost attempt that was the event's last; it fails here, like an event of an unknown target.
-    SELECT id, project, target, bytes, lost, batch_size, lease_ms, max_batches, spent,
+    -- size: the batch the event may travel in, the target's batchSize or less after a split (batch_cap).
+    SELECT id, project, target, bytes, lost, batch_size, lease_ms, max_batches, spent, size,
+           -- A probe is one batch: the one holding the target's most urgent event (its size group).
+           first_value(size) OVER (PARTITION BY target ORDER BY priority DESC, visible_at, seq) AS lead_size,
            row_number() OVER (ORDER BY priority DESC, visible_at, seq) AS pos,
-           (row_number() OVER (PARTITION BY target, spent ORDER BY priority DESC, visible_at, seq) - 1) / coalesce(batch_size, 1) AS chunk
-    FROM (SELECT c.*, cfg.batch_size, cfg.lease_ms, cfg.max_batches, coalesce(c.lost AND c.num_retries + 1 >= cfg.max_attempts, false) AS spent
+           (row_number() OVER (PARTITION BY target, spent, size ORDER BY priority DESC, visible_at, seq) - 1) / size AS chunk
+    FROM (SELECT c.*, cfg.batch_size, cfg.lease_ms, cfg.max_batches, coalesce(c.lost AND c.num_retries + 1 >= cfg.max_attempts, false) AS spent,
+                 least(coalesce(cfg.batch_size, 1), coalesce(c.batch_cap, cfg.batch_size, 1)) AS size
           FROM candidates c LEFT JOIN cfg ON cfg.target = c.target) c
   ),
   -- Batches are chosen in one pass of window functions over the candidates, never by joining the rows
@@ -110,9 +114,9 @@ export const CLAIM_SQL = `WITH cfg AS (
   -- for 128 rows). Each row carries its batch's first position (the batch's place in claim order), the
   -- batch's ordinal and the running byte total of all batches up to and including its own.
   grouped AS (
-    SELECT id, project, pos, bytes, lost, lease_ms, min(pos) OVER (PARTITION BY target, chunk) AS first_pos
+    SELECT id, project, pos, bytes, lost, lease_ms, min(pos) OVER (PARTITION BY target, size, chunk) AS first_pos
     FROM ranked WHERE batch_size IS NOT NULL AND NOT spent AND chunk < max_batches
-      AND (chunk = 0 OR target NOT IN (SELECT target FROM probing))
+      AND ((chunk = 0 AND size = lead_size) OR target NOT IN (SELECT target FROM probing))
   ),
   ordered AS (
     SELECT id, project, pos, bytes, lost, lease_ms, first_pos,

@@ -23,6 +23,11 @@ export type AttemptRecord = {
   durationMs: number
   maxAttempts: number
   initialRepeatIntervalMs: number
+  /**
+   * The batch (of more than one event) failed as a whole: the largest batch the event may travel in
+   * next (half of this one), so a poison event ends up alone (issue 23). Undefined otherwise.
+   */
+  splitTo?: number
 }
 
 /**
@@ -61,8 +66,14 @@ const LAST = `(NOT u.ok AND e.num_retries + 1 >= u.max_attempts)`
  */
 const HOLD = `(${LAST} AND u.kind IN ('down', 'misconfigured') AND $16::int > 0 AND NOT u.answered AND (u.gone OR coalesce(u.run_since, now())
     <= CASE WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END))`
+/**
+ * The event's batch failed as a whole and may hold a poison event: rejected, or a probe of a target
+ * paused for failures. Its next attempt travels in a batch of at most `split_to` (half), and it does
+ * not fail from such an answer while it still shares its batch: its last attempt is made alone.
+ */
+const SPLIT = `(NOT u.ok AND u.split_to IS NOT NULL AND (u.kind = 'rejected' OR (u.kind = 'down' AND u.was_paused = 'failures')))`
 // A `"retry": false` answer fails its event at once; any other failure only once it was the last attempt.
-const TERMINAL = `((NOT u.ok AND u.kind = 'final') OR (${LAST} AND NOT ${HOLD}))`
+const TERMINAL = `((NOT u.ok AND u.kind = 'final') OR (${LAST} AND NOT ${HOLD} AND NOT ${SPLIT}))`
 // What the receiver asked for (Retry-After as delta-seconds or an HTTP date), in ms by the database clock.
 const RETRY_AFTER = `coalesce(u.retry_after_ms, extract(epoch FROM u.retry_at - now())::float8 * 1000)`
 // Upstream's backoff, no earlier than the receiver asked (capped), stretched by the jitter fraction.
@@ -85,8 +96,8 @@ const progressUpsert = (flag: string) => `progress AS (
  * $8 projects, $9 targets, $10 status codes, $11 batch numbers, $12 attempts before, $13 Retry-After (ms),
  * $14 Retry-After (date), $15 Retry-After cap (ms), $16 breaker threshold, $17 first probe interval (ms),
  * $18 probe interval cap (ms), $19 jitter fraction, $20 whether to write the projects' dispatch progress,
- * $21 failure kinds (lib/delivery/kinds.ts; null for a success), $22 what misconfigured the target (its
- * status or our cause), by record.
+ * $21 failure kinds (lib/kinds.ts; null for a success), $22 what misconfigured the target (its
+ * status or our cause), $23 the batch size to split a failed batch to (null: no split), by record.
  */
 export const RECORD_SQL = `WITH u AS MATERIALIZED (
     -- Per target, what this statement saw: answered (an event delivered, or an answer that rejects
@@ -97,8 +108,8 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
            max(r.detail) OVER w AS misconfigured,
            h.failing_since AS run_since, h.paused_reason AS was_paused, h.project IS NOT NULL AS known
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[], $4::jsonb[], $5::int[], $6::int[], $8::text[], $9::text[],
-                $10::int[], $11::int[], $12::int[], $13::float8[], $14::timestamptz[], $21::text[], $22::text[])
-         AS r(id, lease, ok, entry, max_attempts, interval_ms, project, target, code, batch, attempts, retry_after_ms, retry_at, kind, detail)
+                $10::int[], $11::int[], $12::int[], $13::float8[], $14::timestamptz[], $21::text[], $22::text[], $23::int[])
+         AS r(id, lease, ok, entry, max_attempts, interval_ms, project, target, code, batch, attempts, retry_after_ms, retry_at, kind, detail, split_to)
     LEFT JOIN actions_target_health h ON h.project = r.project AND h.target = r.target
     WINDOW w AS (PARTITION BY r.project, r.target)
   ),
@@ -114,6 +125,7 @@ export const RECORD_SQL = `WITH u AS MATERIALIZED (
       log = CASE WHEN u.ok THEN e.log ELSE ${appendedLog('e', 'u.entry')} END,
       log_dropped = CASE WHEN u.ok THEN e.log_dropped ELSE ${droppedAfterAppend('e')} END,
       first_failed_at = CASE WHEN u.ok THEN NULL WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END,
+      batch_cap = CASE WHEN ${SPLIT} THEN least(u.split_to, coalesce(e.batch_cap, u.split_to)) WHEN u.ok THEN NULL ELSE e.batch_cap END,
       last_state_change = now()
     FROM u
     WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
@@ -234,6 +246,7 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
       progress,
       arrayLiteral(records.map(r => (r.outcome.ok ? null : failureKind(r.outcome)))),
       arrayLiteral(records.map(r => misconfiguredBy(r.outcome))),
+      arrayLiteral(records.map(r => r.splitTo ?? null)),
     ],
   })
   return rows

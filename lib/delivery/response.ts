@@ -50,7 +50,10 @@ export type HttpResponse = {
  * target and event ids, and quote receiver text only as a short redacted excerpt.
  */
 export function interpretResponse(res: HttpResponse, eventIds: readonly string[], target: string, log: Logger, redact: Redactor = noRedaction): Map<string, Outcome> {
-  const all = (o: Outcome) => new Map(eventIds.map(id => [id, o]))
+  const all = (o: Outcome) => {
+    const outcome: Outcome = o.ok ? o : { ...o, wholeBatch: true }
+    return new Map(eventIds.map(id => [id, outcome]))
+  }
   const stored = () => cleanText(res.body, STORED_RESPONSE_BYTES, redact)
   const invalid = (problem: string): Map<string, Outcome> => {
     log.warn('Webhook target returned a malformed response', { target, status: res.status, events: eventIds })

@@ -81,7 +81,7 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
   const ids = events.map(e => e.id)
   const started = performance.now()
   const finish = (outcomes: Map<string, Outcome>): Delivery => ({ outcomes, durationMs: Math.round(performance.now() - started) })
-  const failAll = (errorMessage: string, kind: FailureKind) => finish(new Map(ids.map(id => [id, { ok: false, errorMessage, kind }])))
+  const failAll = (errorMessage: string, kind: FailureKind) => finish(new Map(ids.map(id => [id, { ok: false, errorMessage, kind, wholeBatch: true }])))
   if (!address.ok) {
     log.warn('Webhook target could not be addressed', { target: target.name, error: address.error, events: ids })
     // No request was made: an undefined variable, an invalid URL or scheme, a missing signing secret.

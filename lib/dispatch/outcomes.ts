@@ -43,15 +43,21 @@ export async function deliverBatch({ deps, project, claimed: { batch, target }, 
     log.error('Delivery failed with an internal error', { target: target.name, error })
     outcomes = new Map(batch.events.map(e => [e.id, { ok: false, errorMessage: 'Internal error' }]))
   }
-  const records = batch.events.map((e: ClaimedEvent): AttemptRecord => ({
-    id: e.id,
-    lease: e.lease,
-    project, target: target.name, attempts: e.num_retries,
-    outcome: outcomes.get(e.id) ?? { ok: false, errorMessage: 'Internal error' },
-    durationMs,
-    maxAttempts: target.maxAttempts,
-    initialRepeatIntervalMs: target.initialRepeatIntervalMs,
-  }))
+  // A batch that failed as a whole may hold one bad event: its events travel in halves next time.
+  const half = Math.ceil(batch.events.length / 2)
+  const records = batch.events.map((e: ClaimedEvent): AttemptRecord => {
+    const outcome = outcomes.get(e.id) ?? { ok: false, errorMessage: 'Internal error' }
+    return {
+      id: e.id,
+      lease: e.lease,
+      project, target: target.name, attempts: e.num_retries,
+      outcome,
+      durationMs,
+      maxAttempts: target.maxAttempts,
+      initialRepeatIntervalMs: target.initialRepeatIntervalMs,
+      ...(!outcome.ok && outcome.wholeBatch && batch.events.length > 1 ? { splitTo: half } : {}),
+    }
+  })
   onBatch?.({ project, target: target.name, events: records.length, succeeded: records.filter(r => r.outcome.ok).length, durationMs })
   return records
 }

@@ -23,7 +23,7 @@ afterAll(async () => { await db.drop() })
 // Every outcome a success of target t (the breaker's inputs: project, target, code, batch, attempts, no Retry-After).
 const recordParams = () => [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12,
   ids.map(() => 'p'), ids.map(() => 't'), ids.map(() => 200), ids.map((_, i) => i), ids.map(() => 0), ids.map(() => null), ids.map(() => null),
-  3_600_000, 5, 30_000, 900_000, 0, true, ids.map(() => null), ids.map(() => null)]
+  3_600_000, 5, 30_000, 900_000, 0, true, ids.map(() => null), ids.map(() => null), ids.map(() => null)]
 
 async function plan(sql: string, params: unknown[]): Promise<string> {
   const { rows } = await db.pool.query(`EXPLAIN ${sql}`, params)

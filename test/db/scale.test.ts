@@ -62,7 +62,7 @@ describe('sweeper and claim statements at scale', () => {
         // The breaker's inputs: project, target, code, batch, attempts, Retry-After (none).
         projects, ids.map(() => 't'), ids.map(() => 200), ids.map((_, i) => i), ids.map(() => 0), ids.map(() => null), ids.map(() => null),
         // Its settings, and the dispatch progress the statement also writes.
-        3_600_000, 5, 30_000, 900_000, 0, true, ids.map(() => null), ids.map(() => null)]],
+        3_600_000, 5, 30_000, 900_000, 0, true, ids.map(() => null), ids.map(() => null), ids.map(() => null)]],
       [RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true, projects]],
       [RELEASE_SQL, [ids, leases, 'p1']],
     ] as const) {

@@ -103,12 +103,12 @@ describe('a reply in a content coding', () => {
       res.writeHead(500, { 'content-type': 'text/plain', 'content-encoding': 'gzip' })
       res.end(gzipSync('the database is down'))
     })
-    for (const o of (await send()).outcomes.values()) expect(o).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'the database is down', kind: 'down' })
+    for (const o of (await send()).outcomes.values()) expect(o).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'the database is down', kind: 'down', wholeBatch: true })
   })
 })
 
 describe('a reply that cannot be decoded', () => {
-  const invalid = (problem: string) => ({ ok: false, code: 200, errorMessage: `Invalid response: ${problem}`, response: '', kind: 'rejected' })
+  const invalid = (problem: string) => ({ ok: false, code: 200, errorMessage: `Invalid response: ${problem}`, response: '', kind: 'rejected', wholeBatch: true })
 
   it('fails every event with "body could not be decoded" for a corrupt gzip JSON body, quoting nothing', async () => {
     const corrupt = gzipSync(failures)
@@ -211,7 +211,7 @@ describe('the read limit on a compressed reply', () => {
     const started = performance.now()
     const { outcomes } = await send({}, 300)
     expect(performance.now() - started).toBeLessThan(3_000)
-    for (const o of outcomes.values()) expect(o).toEqual({ ok: false, errorMessage: 'Timeout after 300 ms', kind: 'down' })
+    for (const o of outcomes.values()) expect(o).toEqual({ ok: false, errorMessage: 'Timeout after 300 ms', kind: 'down', wholeBatch: true })
   })
 })
 

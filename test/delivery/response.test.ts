@@ -17,7 +17,7 @@ const run = (r: HttpResponse, redact?: (t: string) => string) => {
 describe('interpreting a webhook response', () => {
   it('fails every event on a non-2xx status, keeping the status and the response text', () => {
     const { out, logs } = run(res(500, 'boom', 'text/plain'))
-    for (const id of ids) expect(out[id]).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'boom', kind: 'down' })
+    for (const id of ids) expect(out[id]).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'boom', kind: 'down', wholeBatch: true })
     expect(logs[0]).toMatchObject({ level: 'warn', target: 'hook', status: 500, statusText: 'Internal Server Error', events: ids })
   })
 
