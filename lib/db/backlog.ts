@@ -29,6 +29,8 @@ export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n,
         AND f.claimed_at > now() - ${CAPPED_FLOWING_SECONDS} * interval '1 second')))::float8 AS oldest_s
   FROM actions_event
   WHERE ${DUE} AND ${headOfKey('actions_event')}
+    -- A paused target's events wait for a probe or an operator, not for dispatch (readPausedTargets counts them).
+    AND NOT EXISTS (SELECT 1 FROM actions_target_health h WHERE h.project = actions_event.project AND h.target = actions_event.target AND h.paused_at IS NOT NULL)
   GROUP BY project, state`
 
 export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`
@@ -77,15 +79,34 @@ export async function deleteResolved(db: Queryable, days: number, includeFailed:
   return rowCount ?? 0
 }
 
-/** A paused target, for the sweeper's paused gauge. */
-export type PausedTarget = { project: string; target: string; reason: 'failures' | 'gone' | 'operator' | 'misconfigured' }
+/** A paused target, for the sweeper's paused gauges and its probes' re-drive. */
+export type PausedTarget = {
+  project: string; target: string; reason: 'failures' | 'gone' | 'operator' | 'misconfigured'
+  /** Events waiting on it (due, or held), and how long the oldest has been due. */
+  waiting: number
+  oldestAgeSeconds: number
+  /** Its probe is due and an event waits for it: the project needs a signal, which may have been lost. */
+  probeDue: boolean
+}
 
-/** Every paused target (the table holds one small row per target that ever failed, so this stays small). */
+/** Every paused target with its waiting events (the health table holds one small row per target that ever failed). */
 export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> {
-  const { rows } = await db.query<PausedTarget>(
-    `SELECT project, target, paused_reason AS reason FROM actions_target_health WHERE paused_at IS NOT NULL ORDER BY project, target`,
+  const { rows } = await db.query<{ project: string; target: string; reason: PausedTarget['reason']; waiting: number; oldest_s: number | null; probe_due: boolean }>(
+    `SELECT h.project, h.target, h.paused_reason AS reason, count(e.id)::int AS waiting,
+            extract(epoch FROM now() - min(e.visible_at) FILTER (WHERE e.visible_at <= now()))::float8 AS oldest_s,
+            coalesce(h.probe_at <= now(), false) AND count(e.id) > 0 AS probe_due
+     FROM actions_target_health h
+     LEFT JOIN actions_event e ON e.project = h.project AND e.target = h.target AND e.state IN ('created', 'retrying', 'processing')
+     WHERE h.paused_at IS NOT NULL
+     GROUP BY h.project, h.target, h.paused_reason, h.probe_at
+     ORDER BY h.project, h.target`,
   )
-  return rows
+  return rows.map(r => ({ project: r.project, target: r.target, reason: r.reason, waiting: r.waiting, oldestAgeSeconds: r.oldest_s ?? 0, probeDue: r.probe_due }))
+}
+
+/** A pause reason as the gauges label it, from a fixed set: the breaker's, an operator's, or one an operator must fix. */
+export function pauseKind(reason: PausedTarget['reason']): 'down' | 'misconfigured' | 'operator' {
+  return reason === 'failures' ? 'down' : reason === 'operator' ? 'operator' : 'misconfigured'
 }
 
 /**

@@ -29,6 +29,8 @@ export const EMF_METRICS = [
   { name: 'FailedEvents', source: 'contember_actions_failed_events', kind: 'absolute', unit: 'Count', dimensions: ['Project'], statistic: 'Maximum', meaning: 'events in the terminal failed state, awaiting an operator' },
   { name: 'TargetPaused', source: 'contember_actions_target_paused', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'Target'], statistic: 'Maximum', meaning: '1 while a target is paused (written only while paused: missing data means running)' },
   { name: 'TargetGone', source: 'contember_actions_target_gone', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'Target'], statistic: 'Maximum', meaning: '1 while a target is paused after a 410 Gone, waiting for an operator (written only then)' },
+  { name: 'PausedTargetEvents', source: 'contember_actions_paused_target_events', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'Target', 'Reason'], statistic: 'Maximum', meaning: 'events waiting on a paused target, by why it is paused (down, misconfigured, operator)' },
+  { name: 'PausedTargetOldestEventAgeSeconds', source: 'contember_actions_paused_target_oldest_event_age_seconds', kind: 'absolute', unit: 'Seconds', dimensions: ['Project', 'Target', 'Reason'], statistic: 'Maximum', meaning: 'age of the oldest event waiting on a paused target' },
 ] as const
 
 export type EmfUnit = (typeof EMF_METRICS)[number]['unit']
@@ -178,6 +180,8 @@ const GAUGES = [
   { key: 'failedEvents', name: 'FailedEvents', unit: 'Count' },
   { key: 'targetPaused', name: 'TargetPaused', unit: 'Count' },
   { key: 'targetGone', name: 'TargetGone', unit: 'Count' },
+  { key: 'pausedEvents', name: 'PausedTargetEvents', unit: 'Count' },
+  { key: 'pausedOldestAge', name: 'PausedTargetOldestEventAgeSeconds', unit: 'Seconds' },
 ] as const satisfies ReadonlyArray<{ key: keyof SweeperGauges; name: string; unit: EmfUnit }>
 
 async function gaugeData(gauges: SweeperGauges): Promise<Datum[]> {

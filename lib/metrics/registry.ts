@@ -117,7 +117,20 @@ export function createSweeperGauges() {
     name: 'contember_actions_target_gone',
     help: 'Gone targets: 1 while the target is paused because it answered 410 Gone and waits for an operator (a flag; no series otherwise), by contember_project and target.',
   })
-  return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents, targetPaused, targetGone }
+  // A paused target's events wait for a probe or an operator, not for dispatch: they are left out of
+  // the due gauges above and counted here (issue 23), with why it is paused from a fixed set
+  // (`down`: the breaker probes it; `misconfigured`: it needs an operator; `operator`: paused by one).
+  const pausedEvents = new Gauge({
+    registers, labelNames: [PROJECT_LABEL, 'target', 'reason'],
+    name: 'contember_actions_paused_target_events',
+    help: 'Number of events waiting on a paused target (a series only while paused), by contember_project, target and reason (down, misconfigured, operator).',
+  })
+  const pausedOldestAge = new Gauge({
+    registers, labelNames: [PROJECT_LABEL, 'target', 'reason'],
+    name: 'contember_actions_paused_target_oldest_event_age_seconds',
+    help: 'Age in seconds of the oldest event waiting on a paused target (time since it became due), by contember_project, target and reason (down, misconfigured, operator).',
+  })
+  return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents, targetPaused, targetGone, pausedEvents, pausedOldestAge }
 }
 
 export type SweeperGauges = ReturnType<typeof createSweeperGauges>

@@ -1,5 +1,5 @@
 import { listProjects } from '../db/schemas.js'
-import { deleteResolved, dueTotal, giveUpPaused, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
+import { deleteResolved, dueTotal, giveUpPaused, pauseKind, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, type SweeperGauges } from '../metrics/registry.js'
@@ -42,7 +42,10 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   const active = [...new Set([...projects, ...[...backlog.values()].filter(b => dueTotal(b) > 0).map(b => b.project)])].sort()
 
   const signals: Record<string, number> = {}
-  const wanted = active.map(project => ({ project, count: signalsFor(backlog.get(project), deps.config.SWEEPER_EVENTS_PER_SIGNAL, deps.config.DISPATCH_MAX_CONCURRENCY) }))
+  // A paused target's backlog is not due work, but its due probe is: one signal for it (a drain left a
+  // delayed one, which may have been lost).
+  const probing = new Set(paused.filter(p => p.probeDue).map(p => p.project))
+  const wanted = active.map(project => ({ project, count: Math.max(signalsFor(backlog.get(project), deps.config.SWEEPER_EVENTS_PER_SIGNAL, deps.config.DISPATCH_MAX_CONCURRENCY), probing.has(project) ? 1 : 0) }))
     .filter(w => w.count > 0)
   try {
     await deps.signals.sendMany(wanted)
@@ -65,6 +68,9 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   for (const p of paused) {
     const labels = { contember_project: p.project, target: p.target }
     gauges.targetPaused.set(labels, 1)
+    const why = { ...labels, reason: pauseKind(p.reason) }
+    gauges.pausedEvents.set(why, p.waiting)
+    gauges.pausedOldestAge.set(why, p.oldestAgeSeconds)
     // Waiting for an operator: a 410 Gone, or (issue 23) any misconfiguration.
     if (p.reason === 'gone' || p.reason === 'misconfigured') gauges.targetGone.set(labels, 1)
   }

@@ -118,6 +118,10 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     const { gauges } = await sweep(deps(), { remainingMs: () => 60_000 })
     expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1', 'shop/down=1', 'shop/gone=1'])
     expect(await series('contember_actions_target_gone')).toEqual(['shop/gone=1'])
+    // Every paused target with why, from a fixed set, and its waiting events (none here).
+    const why = (await samples()).filter(x => x.name === 'contember_actions_paused_target_events' && x.labels.job === 'contember_actions_sweeper')
+      .map(x => `${x.labels.contember_project}/${x.labels.target}:${x.labels.reason}=${x.value}`).sort()
+    expect(why).toEqual(['blog/hook:operator=0', 'shop/down:down=0', 'shop/gone:misconfigured=0'])
     // The same gauges as EMF: one value per project and target, only for paused ones.
     const logs = env.captureLogs()
     await createEmfSink('Test/Actions').gauges(gauges, env.log)
@@ -175,3 +179,43 @@ function envOf(env: TestEnv): Record<string, string> {
   const c = env.deps.config
   return { DATABASE_URL: c.DATABASE_URL, SIGNAL_QUEUE_URL: c.SIGNAL_QUEUE_URL }
 }
+
+describe.skipIf(!hasPushgateway)('the sweeper and paused targets (issue 23)', () => {
+  let env: TestEnv
+  let pgw: RunningPushgateway
+  beforeAll(async () => {
+    pgw = await startPushgateway()
+    env = await testEnv({ PUSHGATEWAY_URL: pgw.url })
+  })
+  afterAll(async () => {
+    await env.close()
+    await pgw.stop()
+  })
+
+  it('leaves a paused target\'s events out of the due gauges and re-drive, counts them per target and reason, and signals a due probe', async () => {
+    await schemaFor(env.deps, 'mixed', { ok: { url: 'http://127.0.0.1:9' }, off: { url: 'http://127.0.0.1:9' } })
+    await enqueueMany(env.deps, 'mixed', 'to_ok', 2)
+    await enqueueMany(env.deps, 'mixed', 'to_off', 5, 100)
+    await env.deps.db.query(`UPDATE actions_event SET visible_at = now() - interval '10 minutes' WHERE target = 'off'`)
+    await env.deps.db.query(`INSERT INTO actions_target_health (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms)
+      VALUES ('mixed', 'off', 5, now(), now(), 'failures', now() - interval '1 second', 30000)`)
+    await env.queue.drain()
+    const { gauges, signals } = await sweep(env.deps, { remainingMs: () => 60_000 })
+    const value = async (g: keyof typeof gauges, labels: Record<string, string>) => {
+      const { values } = await (gauges[g] as { get(): Promise<{ values: Array<{ labels: Record<string, unknown>; value: number }> }> }).get()
+      return values.find(v => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value
+    }
+    expect(await value('dueEvents', { contember_project: 'mixed', state: 'created' })).toBe(2)
+    expect(await value('oldestDueAge', { contember_project: 'mixed' })).toBeLessThan(60)
+    expect(await value('pausedEvents', { contember_project: 'mixed', target: 'off', reason: 'down' })).toBe(5)
+    expect(await value('pausedOldestAge', { contember_project: 'mixed', target: 'off', reason: 'down' })).toBeGreaterThanOrEqual(599)
+    // Two events of the healthy target are one signal's worth; the due probe alone would be one too.
+    expect(signals).toEqual({ mixed: 1 })
+    await env.deps.db.query(`DELETE FROM actions_event WHERE target = 'ok'`)
+    await env.queue.drain()
+    expect((await sweep(env.deps, { remainingMs: () => 60_000 })).signals).toEqual({ mixed: 1 })
+    await env.deps.db.query(`UPDATE actions_target_health SET probe_at = now() + interval '1 minute'`)
+    expect((await sweep(env.deps, { remainingMs: () => 60_000 })).signals).toEqual({})
+  })
+})
+
