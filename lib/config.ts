@@ -33,6 +33,8 @@ export const configSchema = z.object({
   SQS_REQUEST_TIMEOUT_MS: positiveInt(3_000),
   SQS_MAX_ATTEMPTS: z.coerce.number({ message: 'expected an integer from 1 to 5' }).int('expected an integer from 1 to 5').min(1, 'expected an integer from 1 to 5').max(5, 'expected an integer from 1 to 5').default(2),
   PUSHGATEWAY_URL: url.optional(),
+  /** A project that receives the engine's operational events (target.paused, target.needs_operator, target.resumed, events.gave_up; lib/ops.ts). */
+  OPS_PROJECT: z.string().min(1).max(255).optional(),
   PUSHGATEWAY_TIMEOUT_MS: positiveInt(2_000),
   /** Grouping-key value for this execution environment's counters; Lambda's log stream name is unique per environment. */
   METRICS_INSTANCE: z.string().min(1).optional(),

@@ -7,7 +7,8 @@ import { MAX_DELAY_SECONDS } from '../signals.js'
 import { ClaimQueue } from './claims.js'
 import { countRecorded, deliverBatch, failedByClaim, retryAfterMs, type BatchReport, type Tally } from './outcomes.js'
 import { recordSettings } from '../config.js'
-import { reportTargetHealth } from './health.js'
+import { targetHealthChanges } from './health.js'
+import { emitOps, type OpsEvent } from '../ops.js'
 import { createRecorder } from './recorder.js'
 import { resolveTargets, type ResolvedTarget } from './targets.js'
 
@@ -56,6 +57,7 @@ type Run = {
   sliced: boolean
   /** `resolved`: a record resolved an event of an ordering key since the last claim began, so the key's next event may be claimable. */
   keys: { resolved: boolean }
+  ops: OpsEvent[]
   /** The claim idle workers wait on once everything delivered is being recorded ({@link reclaim}). */
   reclaim?: Promise<boolean> | undefined
   failure?: unknown
@@ -80,6 +82,7 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
     if (run.claims.queued > 0) await run.claims.stop().catch(error => run.log.error('Could not release unstarted claims; they become due when their leases end', { error }))
     // Whatever was delivered is written, even when the drain stops on an error.
     await run.recorder.flush()
+    await emitOps(deps, run.ops.splice(0))
   }
   const { result, claims } = run
   result.stop = run.sliced ? 'slice' : claims.leftForTime ? 'time' : 'idle'
@@ -101,11 +104,18 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
   })
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
   const keys = { resolved: false }
+  // Operational events of this drain (lib/ops.ts), enqueued into OPS_PROJECT when it ends.
+  const ops: OpsEvent[] = []
   const recorder = createRecorder(deps.db, (rows, records) => {
     countRecorded(rows, records, result, metrics, log)
     if (rows.some(r => r.keyed && r.state !== 'retrying')) keys.resolved = true
     claims.recorded(new Set(rows.map(r => r.target)))
-    for (const paused of reportTargetHealth(rows, log)) void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
+    const changes = targetHealthChanges(rows, log)
+    for (const [paused, reason] of changes.paused) {
+      void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
+      ops.push({ kind: reason === 'failures' ? 'target.paused' : 'target.needs_operator', project, target: paused })
+    }
+    for (const resumed of changes.resumed) ops.push({ kind: 'target.resumed', project, target: resumed })
   }, log, recordSettings(deps.config))
   const claims = new ClaimQueue({
     db: deps.db, project, targets,
@@ -120,7 +130,7 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     },
     onClaimFailures: claimed => failedByClaim(claimed, result, metrics, log),
   })
-  return { deps, project, opts, log, metrics, targets, claims, recorder, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false, keys }
+  return { deps, project, opts, log, metrics, targets, claims, recorder, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false, keys, ops }
 }
 
 /** One of the drain's workers: takes turns until the drain is done or has failed. */

@@ -6,6 +6,11 @@ import type { Logger } from '../log.js'
  * The logger carries the project; the target is named, never its URL. Returns the targets just paused.
  */
 export function reportTargetHealth(rows: readonly RecordedRow[], log: Logger): string[] {
+  return targetHealthChanges(rows, log).paused.map(([target]) => target)
+}
+
+/** {@link reportTargetHealth}, returning the targets paused (with why) and resumed. */
+export function targetHealthChanges(rows: readonly RecordedRow[], log: Logger): { paused: Array<[string, NonNullable<RecordedRow['target_paused']>]>; resumed: string[] } {
   const paused = new Map<string, NonNullable<RecordedRow['target_paused']>>()
   const resumed = new Set<string>()
   for (const row of rows) {
@@ -18,5 +23,5 @@ export function reportTargetHealth(rows: readonly RecordedRow[], log: Logger): s
     else log.warn('Webhook target paused after failing: its events wait, a probe batch tests it at growing intervals', { target, reason })
   }
   for (const target of resumed) log.info('Webhook target resumed: a delivery succeeded, its events drain again', { target })
-  return [...paused.keys()]
+  return { paused: [...paused], resumed: [...resumed] }
 }

@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js'
 import { createSweeperGauges, type SweeperGauges } from '../metrics/registry.js'
 import { deleteStaleGroups } from '../metrics/push.js'
 import { heartbeatOf } from './heartbeat.js'
+import { emitOps } from '../ops.js'
 
 export type SweepOptions = {
   /** Time left in this invocation; retention stops well before it runs out. */
@@ -93,6 +94,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     deps.metrics.forProject(project).failed(n)
     log.error('Gave up events of a target paused longer than PAUSED_GIVE_UP_HOURS; bulk retry brings them back', { project, events: n })
   }
+  await emitOps(deps, [...gaveUp].map(([project, events]) => ({ kind: 'events.gave_up' as const, project, events })))
 
   let deletedResolved = 0
   // RETENTION_DAYS=0: every event is kept (upstream's behaviour).
