@@ -73,7 +73,8 @@ const HOLD = `(${LAST} AND u.kind IN ('down', 'misconfigured') AND $16::int > 0 
  */
 const SPLIT = `(NOT u.ok AND u.split_to IS NOT NULL AND (u.kind = 'rejected' OR (u.kind = 'down' AND u.was_paused = 'failures')))`
 // A `"retry": false` answer fails its event at once; any other failure only once it was the last attempt.
-const TERMINAL = `((NOT u.ok AND u.kind = 'final') OR (${LAST} AND NOT ${HOLD} AND NOT ${SPLIT}))`
+// With the breaker off ($16 = 0, upstream's rule) a batch-wide failure fails its events like any other.
+const TERMINAL = `((NOT u.ok AND u.kind = 'final') OR (${LAST} AND NOT ${HOLD} AND NOT (${SPLIT} AND $16::int > 0)))`
 // What the receiver asked for (Retry-After as delta-seconds or an HTTP date), in ms by the database clock.
 const RETRY_AFTER = `coalesce(u.retry_after_ms, extract(epoch FROM u.retry_at - now())::float8 * 1000)`
 // Upstream's backoff, no earlier than the receiver asked (capped), stretched by the jitter fraction.
