@@ -4,7 +4,7 @@ import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { targetProblems } from '../schema/limits.js'
-import { redactor } from '../text.js'
+import { excerpt, redactor } from '../text.js'
 
 /**
  * A target as one drain runs it, resolved once at the drain's start: every option with its default
@@ -52,7 +52,8 @@ export function resolveTargets({ targets, variables, config, remainingMs, log, m
     const heldBack = problems.length > 0 ? 'broken' : tooSlow ? 'too slow' : undefined
     if (heldBack) {
       log.warn('Target held back: its events wait, unclaimed', {
-        target: target.name,
+        // Cut: a name stored before names had a bound may be megabytes long.
+        target: excerpt(target.name),
         problems: problems.length > 0 ? problems : [`timeoutMs: ${timeoutMs} ms does not fit the ${Math.floor(remainingMs)} ms left in this invocation`],
       })
     }
