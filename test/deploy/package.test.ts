@@ -48,6 +48,9 @@ interface Props {
   ComparisonOperator?: string
   Policies?: { PolicyDocument: { Statement: Statement[] } }[]
   ManagedPolicyArns?: unknown[]
+  ReservedConcurrentExecutions?: number
+  MaximumEventAgeInSeconds?: number
+  MaximumRetryAttempts?: number
 }
 interface Resource { Type: string; Properties?: Props }
 interface Template { Resources: Record<string, Resource>; Outputs?: Record<string, unknown> }
@@ -230,6 +233,10 @@ describe('osls package --stage dev', () => {
     expect(rule.State).toBe('ENABLED')
     expect(rule.Targets?.map(t => t.Arn)).toEqual([getAtt('SweeperLambdaFunction', 'Arn')])
     expect(ofType(base.template, 'AWS::Scheduler::Schedule')).toHaveLength(0)
+    // A singleton whose stale invocations are dropped, not retried or queued behind each other.
+    expect(resource(base.template, 'SweeperLambdaFunction').ReservedConcurrentExecutions).toBe(1)
+    const invokeConfigs = ofType(base.template, 'AWS::Lambda::EventInvokeConfig').map(([, c]) => c)
+    expect(invokeConfigs).toContainEqual(expect.objectContaining({ MaximumEventAgeInSeconds: 60, MaximumRetryAttempts: 0 }))
     const permissions = ofType(base.template, 'AWS::Lambda::Permission').map(([, p]) => p)
     expect(permissions).toContainEqual(expect.objectContaining({
       FunctionName: getAtt('SweeperLambdaFunction', 'Arn'),
