@@ -24,9 +24,18 @@ const TLS_CERT_CODES = new Set([
   'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'ERR_TLS_CERT_ALTNAME_INVALID', 'CERT_UNTRUSTED', 'CERT_REVOKED',
 ])
 
-/** The kind of a request that failed without an HTTP answer: a certificate error is misconfigured, anything else (refused, reset, timeout) down. */
+/**
+ * The egress guard's refusal (lib/delivery/egress.ts, DESTINATION_NOT_ALLOWED_CODE; a test keeps the
+ * two equal): no request was made, the URL points where it may not.
+ */
+export const EGRESS_REFUSED_CODE = 'ERR_DESTINATION_NOT_ALLOWED'
+
+/**
+ * The kind of a request that failed without an HTTP answer: the egress guard's refusal and a
+ * certificate that does not verify are misconfigured, anything else (refused, reset, timeout) down.
+ */
 export function networkKind(code: string | undefined): FailureKind {
-  return code !== undefined && TLS_CERT_CODES.has(code) ? 'misconfigured' : 'down'
+  return code !== undefined && (code === EGRESS_REFUSED_CODE || TLS_CERT_CODES.has(code)) ? 'misconfigured' : 'down'
 }
 
 /**

@@ -1,6 +1,7 @@
 import { DUE, headOfKey } from './due.js'
 import { appendedLog, droppedAfterAppend } from './log.js'
 import type { Queryable } from './pool.js'
+import type { PauseReason } from './targets.js'
 
 /** Per project: due events by state, the oldest due event's age, and events waiting in `failed`. */
 export type ProjectBacklog = {
@@ -81,7 +82,7 @@ export async function deleteResolved(db: Queryable, days: number, includeFailed:
 
 /** A paused target, for the sweeper's paused gauges and its probes' re-drive. */
 export type PausedTarget = {
-  project: string; target: string; reason: 'failures' | 'gone' | 'operator' | 'misconfigured'
+  project: string; target: string; reason: PauseReason
   /** Events waiting on it (due, or held), and how long the oldest has been due. */
   waiting: number
   oldestAgeSeconds: number
@@ -102,11 +103,6 @@ export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> 
      ORDER BY h.project, h.target`,
   )
   return rows.map(r => ({ project: r.project, target: r.target, reason: r.reason, waiting: r.waiting, oldestAgeSeconds: r.oldest_s ?? 0, probeDue: r.probe_due }))
-}
-
-/** A pause reason as the gauges label it, from a fixed set: the breaker's, an operator's, or one an operator must fix. */
-export function pauseKind(reason: PausedTarget['reason']): 'down' | 'misconfigured' | 'operator' {
-  return reason === 'failures' ? 'down' : reason === 'operator' ? 'operator' : 'misconfigured'
 }
 
 /**

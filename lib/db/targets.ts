@@ -60,13 +60,15 @@ export async function resumeTarget(db: Queryable, project: string, target: strin
   return rows[0]
 }
 
+/** A pause as the gauges label it, from a fixed set: the breaker's (`down`), an operator's, or one an operator must fix. */
+export function pauseKind(reason: PauseReason): 'down' | 'misconfigured' | 'operator' {
+  return reason === 'failures' ? 'down' : reason === 'operator' ? 'operator' : 'misconfigured'
+}
+
 /** How an operator reads a pause: `down` (the breaker probes it), `misconfigured (401)`, or `operator`. */
 export function pauseLabel(h: Pick<TargetHealth, 'paused_reason' | 'pause_detail'>): string | undefined {
-  switch (h.paused_reason) {
-    case null: return undefined
-    case 'failures': return 'down'
-    case 'gone': return 'misconfigured (410)'
-    case 'misconfigured': return `misconfigured (${h.pause_detail ?? '?'})`
-    case 'operator': return 'operator'
-  }
+  if (h.paused_reason === null) return undefined
+  const kind = pauseKind(h.paused_reason)
+  // A 410 pause from before migration 011 has no detail of its own.
+  return kind === 'misconfigured' ? `misconfigured (${h.pause_detail ?? (h.paused_reason === 'gone' ? '410' : '?')})` : kind
 }

@@ -119,10 +119,9 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
       ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
     }
   } catch (e) {
-    const message = deadline.expired ? `Timeout after ${timeoutMs} ms` : networkError(e)
     const code = errorCode(e) ?? errorCode(e instanceof Error ? e.cause : undefined)
-    // Refused by the egress guard (no request made) or a certificate that does not verify: misconfigured; the rest down.
-    const kind = deadline.expired ? 'down' : code === DESTINATION_NOT_ALLOWED_CODE ? 'misconfigured' : networkKind(code)
+    const message = deadline.expired ? `Timeout after ${timeoutMs} ms` : networkError(code)
+    const kind = deadline.expired ? 'down' : networkKind(code)
     log.warn('Webhook delivery failed', { target: target.name, error: message, events: ids })
     return failAll(message, kind)
   } finally {
@@ -276,8 +275,7 @@ function withoutBom(text: string): string {
 }
 
 /** Our own words for network failures: SDK and socket messages may quote the host and port. */
-function networkError(e: unknown): string {
-  const code = errorCode(e) ?? errorCode(e instanceof Error ? e.cause : undefined)
+function networkError(code: string | undefined): string {
   switch (code) {
     case DESTINATION_NOT_ALLOWED_CODE: return DESTINATION_NOT_ALLOWED
     case 'ECONNREFUSED': return 'Connection refused'

@@ -159,8 +159,9 @@ export class ClaimQueue {
    * Outcomes of these targets were just written: a target its maxInFlight cut has a request fewer in
    * flight (the database counts a request until its record), so it is worth a claim at once.
    */
-  recorded(targets: Iterable<string>): void {
-    for (const name of targets) {
+  recorded(rows: ReadonlyArray<{ target: string }>): void {
+    if (this.capped.size === 0) return
+    for (const name of new Set(rows.map(r => r.target))) {
       if (!this.capped.has(name) || this.input.targets.get(name)?.maxInFlight === undefined) continue
       this.capped.set(name, performance.now())
       this.idle = false

@@ -109,7 +109,7 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
   const recorder = createRecorder(deps.db, (rows, records) => {
     countRecorded(rows, records, result, metrics, log)
     if (rows.some(r => r.keyed && r.state !== 'retrying')) keys.resolved = true
-    claims.recorded(new Set(rows.map(r => r.target)))
+    claims.recorded(rows)
     const changes = targetHealthChanges(rows, log)
     for (const [paused, reason] of changes.paused) {
       void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))

@@ -18,7 +18,7 @@ export type ResolvedTarget = Endpoint & {
   initialRepeatIntervalMs: number
   /** How long a claim of this target lasts: its timeout plus LEASE_MARGIN_MS. */
   leaseMs: number
-  /** Its caps, when it has any (lib/db/flow.ts). */
+  /** Its caps, when it has them (lib/db/flow.ts). */
   maxInFlight?: number
   maxPerSecond?: number
   /** Why the drain leaves this target's events alone (unclaimed, attempts unchanged); undefined when it runs. */

@@ -1,5 +1,6 @@
 import { listProjects } from '../db/schemas.js'
-import { deleteResolved, dueTotal, giveUpPaused, pauseKind, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
+import { deleteResolved, dueTotal, giveUpPaused, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
+import { pauseKind } from '../db/targets.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, type SweeperGauges } from '../metrics/registry.js'
@@ -88,7 +89,7 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     }
   }
 
-  // PAUSED_GIVE_UP_HOURS: waiting has a bound; what gave up is counted as failed, as any terminal failure.
+  // PAUSED_GIVE_UP_HOURS: waiting has a bound; what gave up is counted as failed, like every terminal failure.
   const gaveUp = deps.config.PAUSED_GIVE_UP_HOURS > 0 ? await giveUpPaused(deps.db, deps.config.PAUSED_GIVE_UP_HOURS, deps.config.RETENTION_BATCH_SIZE) : new Map<string, number>()
   for (const [project, n] of gaveUp) {
     deps.metrics.forProject(project).failed(n)

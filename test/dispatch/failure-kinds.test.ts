@@ -5,7 +5,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { main } from '../../lib/cli/main.js'
 import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
-import { failureKind, networkKind, statusKind } from '../../lib/kinds.js'
+import { DESTINATION_NOT_ALLOWED_CODE } from '../../lib/delivery/egress.js'
+import { EGRESS_REFUSED_CODE, failureKind, networkKind, statusKind } from '../../lib/kinds.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { json, startReceiver, type Receiver } from '../helpers/receiver.js'
 import { testEnv, type TestEnv } from '../helpers/runtime.js'
@@ -36,6 +37,9 @@ describe('the kind of a failed attempt', () => {
     expect([301, 302, 308, 401, 403, 404, 405, 407, 410].map(statusKind)).toEqual(Array(9).fill('misconfigured'))
     expect([400, 409, 413, 422].map(statusKind)).toEqual(['rejected', 'rejected', 'rejected', 'rejected'])
     expect([networkKind('ECONNREFUSED'), networkKind(undefined), networkKind('CERT_HAS_EXPIRED'), networkKind('ERR_TLS_CERT_ALTNAME_INVALID')]).toEqual(['down', 'down', 'misconfigured', 'misconfigured'])
+    // The egress guard's refusal: no request was made, the URL points where it may not.
+    expect(EGRESS_REFUSED_CODE).toBe(DESTINATION_NOT_ALLOWED_CODE)
+    expect(networkKind(DESTINATION_NOT_ALLOWED_CODE)).toBe('misconfigured')
     // An outcome without a kind (a caller from before kinds) is read by its status, and as down without one.
     expect([failureKind({ ok: false, errorMessage: 'x' }), failureKind({ ok: false, code: 401, errorMessage: 'x' })]).toEqual(['down', 'misconfigured'])
   })
