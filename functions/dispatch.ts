@@ -2,7 +2,7 @@ import middy from '@middy/core'
 import sqsPartialBatchFailure from '@middy/sqs-partial-batch-failure'
 import type { Context, SQSEvent, SQSRecord } from 'aws-lambda'
 import type { DrainOptions } from '../lib/dispatch/drain.js'
-import { drainProjects, parseSignal } from '../lib/dispatch/sqs.js'
+import { drainProjects, parseSignal } from '../lib/dispatch/projects.js'
 import type { Logger } from '../lib/log.js'
 import { coldStartDeps, flushMetricsAfter, forInvocation, type DepsSource } from './runtime.js'
 

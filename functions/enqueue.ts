@@ -1,6 +1,7 @@
 import middy from '@middy/core'
 import type { Context } from 'aws-lambda'
-import { enqueue, type EnqueueResult } from '../lib/enqueue.js'
+import { enqueue } from '../lib/enqueue.js'
+import { type EnqueueResult } from '../lib/enqueue/within.js'
 import { coldStartDeps, flushMetricsAfter, forInvocation, type DepsSource } from './runtime.js'
 
 /** Builds the enqueue handler over its dependencies; the deployed one uses the cold-start ones. */

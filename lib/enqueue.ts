@@ -1,12 +1,8 @@
 import type { Deps } from './deps.js'
 import { enqueueWithin, type EnqueueResult } from './enqueue/within.js'
 
-// The enqueue Lambda's path, and the package's enqueue API: producers that hold their own Postgres
-// transaction call enqueueWithin (then signalAfterCommit); both share one validation and one insert.
-export { EnqueueValidationError } from './enqueue/errors.js'
-export { enqueueRequestSchema, type EnqueueRequest } from './enqueue/request.js'
-export { derivedId, enqueueWithin, signalAfterCommit, type EnqueueResult, type EnqueueWithinResult } from './enqueue/within.js'
-export { MAX_EVENTS_PER_REQUEST } from './schema/limits.js'
+// The enqueue Lambda's path. Producers that hold their own Postgres transaction call enqueueWithin
+// (lib/enqueue/within.ts), then signalAfterCommit; both share one validation and one insert.
 
 /** Validates the whole request, writes its events in one statement, then signals the project's queue. */
 export async function enqueue(deps: Deps, input: unknown): Promise<EnqueueResult> {

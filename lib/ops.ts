@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Deps } from './deps.js'
 import { enqueue } from './enqueue.js'
-import { listTargetHealth, pauseLabel, type TargetHealth } from './db/targets.js'
+import { listTargetHealth, pauseLabel, type TargetHealth } from './db/pauses.js'
 
 /**
  * Operational events (issue 23, item 6): with OPS_PROJECT set, the engine enqueues into that project

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { eventProject, getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
-import type { EventRow } from '../db/events.js'
+import type { EventRow } from '../events.js'
 import { fetchVariables } from '../db/variables.js'
 import { redactor, type Redactor } from '../text.js'
 import { BULK_OPTIONS, BULK_USAGE, bulkCommand } from './bulk.js'
@@ -30,7 +30,6 @@ export const SHOWN_TEXT_CHARS = 4_096
 export const SHOWN_LOG_ENTRIES = 20
 
 // Defined beside Io, so bulk.ts and targets.ts need not import this file (which imports bulk.ts).
-export type { EventsContext } from './usage.js'
 
 /** `actions events …`: the operator's view of the queue. */
 export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {

@@ -15,8 +15,6 @@ import { signingCommand, SIGNING_USAGE } from './signing.js'
 import { targetsCommand, TARGETS_USAGE } from './targets.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
 
-export { UsageError, type Io } from './usage.js'
-
 export const USAGE = `Usage: actions <command> [args]
 
 Commands:

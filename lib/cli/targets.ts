@@ -1,6 +1,6 @@
 import { getCurrentSchema } from '../db/schemas.js'
-import { listTargetHealth, pauseLabel, pauseTarget, resumeTarget, type TargetHealth } from '../db/targets.js'
-import type { EventsContext } from './events.js'
+import { listTargetHealth, pauseLabel, pauseTarget, resumeTarget, type TargetHealth } from '../db/pauses.js'
+import type { EventsContext } from './usage.js'
 import { oneLine } from './events.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
 import { wake } from './wake.js'

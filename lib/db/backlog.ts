@@ -1,7 +1,7 @@
 import { DUE, headOfKey } from './due.js'
 import { appendedLog, droppedAfterAppend } from './log.js'
 import type { Queryable } from './pool.js'
-import type { PauseReason } from './targets.js'
+import type { PauseReason } from './pauses.js'
 
 /** Per project: due events by state, the oldest due event's age, and events waiting in `failed`. */
 export type ProjectBacklog = {

@@ -1,7 +1,5 @@
 import type { Queryable } from './pool.js'
 
-export type { EventRow, EventState } from '../events.js'
-
 /** One event to write; request-level fields are shared by the whole insert. */
 export type NewEvent = { id: string; trigger: string; target: string; priority: number; payload: unknown }
 

@@ -1,5 +1,5 @@
 import { DUE } from './due.js'
-import type { EventRow } from './events.js'
+import type { EventRow } from '../events.js'
 import type { Queryable } from './pool.js'
 
 /** The operator listings (upstream's failed / in-processing / due queries). */

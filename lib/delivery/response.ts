@@ -3,9 +3,7 @@ import { statusKind } from '../kinds.js'
 import type { Logger } from '../log.js'
 import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES, type Redactor } from '../text.js'
 
-export { STORED_RESPONSE_BYTES } from '../text.js'
 
-export type { Outcome, RetryAfter } from '../events.js'
 
 // Statuses whose Retry-After is honoured (RFC 9110 §10.2.3: 503; RFC 6585 §4: 429).
 const RETRY_AFTER_STATUSES = new Set([429, 503])

@@ -9,12 +9,12 @@ import type { Logger } from '../log.js'
 import type { WebhookTarget } from '../schema/actions.js'
 import { endDeadline, startDeadline } from './deadlines.js'
 import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE } from './egress.js'
-import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse, type Outcome } from './response.js'
+import type { Outcome } from '../events.js'
+import { interpretResponse, MAX_RESPONSE_BYTES, type HttpResponse } from './response.js'
 import { signingKeys, withSignature, type SigningKeys } from './signing.js'
 import { PayloadPathError, requestBodyText, substitute, UndefinedVariableError } from './template.js'
 import { redactor, type Redactor } from '../text.js'
 
-export { MAX_RESPONSE_BYTES } from './response.js'
 export const USER_AGENT = 'Contember Actions'
 
 /** The result of one delivery attempt of one batch: an outcome per event, and how long the exchange took. */

@@ -2,7 +2,7 @@ import { claimBatches, type ClaimedBatch, type ClaimLimits, type ClaimResult, ty
 import type pg from 'pg'
 import { claimWithCaps, isCapped, type FlowOutcome } from '../db/flow.js'
 import { releaseClaims } from '../db/record.js'
-import type { ResolvedTarget } from './targets.js'
+import type { ResolvedTarget } from './resolve.js'
 
 /** A claimed batch waiting for (or under) delivery. */
 export type Claimed = {

@@ -10,7 +10,7 @@ import { recordSettings } from '../config.js'
 import { targetHealthChanges } from './health.js'
 import { emitOps, type OpsEvent } from '../ops.js'
 import { createRecorder } from './recorder.js'
-import { resolveTargets, type ResolvedTarget } from './targets.js'
+import { resolveTargets, type ResolvedTarget } from './resolve.js'
 
 export type DrainOptions = {
   /** Time left in this invocation; Lambda's `context.getRemainingTimeInMillis`. */

@@ -1,6 +1,6 @@
 import { listProjects } from '../db/schemas.js'
 import { deleteResolved, dueTotal, giveUpPaused, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
-import { pauseKind } from '../db/targets.js'
+import { pauseKind } from '../db/pauses.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
 import { createSweeperGauges, type SweeperGauges } from '../metrics/registry.js'

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
-import { derivedId, enqueue } from '../../lib/enqueue.js'
+import { derivedId } from '../../lib/enqueue/within.js'
+import { enqueue } from '../../lib/enqueue.js'
 import { testEnv, type TestEnv } from '../helpers/runtime.js'
 import { TX } from '../fixtures/schemas.js'
 

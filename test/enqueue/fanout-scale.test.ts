@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
-import { enqueueWithin } from '../../lib/enqueue.js'
+import { enqueueWithin } from '../../lib/enqueue/within.js'
 import { freshDatabase } from '../helpers/db.js'
 import { TX } from '../fixtures/schemas.js'
 

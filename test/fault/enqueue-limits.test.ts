@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { storeSchema } from '../../lib/db/schemas.js'
-import { enqueue, EnqueueValidationError } from '../../lib/enqueue.js'
+import { enqueue } from '../../lib/enqueue.js'
+import { EnqueueValidationError } from '../../lib/enqueue/errors.js'
 import { parseActionsSchema, SchemaValidationError } from '../../lib/schema/actions.js'
 import { MAX_DEPTH, MAX_EVENTS_PER_REQUEST, MAX_PAYLOAD_BYTES, MAX_REQUEST_BYTES } from '../../lib/schema/limits.js'
 import { testEnv, type TestEnv } from '../helpers/runtime.js'
@@ -127,7 +128,7 @@ describe('name bounds', () => {
 
   it('refuses a long project name at schema set, and long variable and target names, before Postgres sees them', async () => {
     const { setVariables } = await import('../../lib/db/variables.js')
-    const { pauseTarget } = await import('../../lib/db/targets.js')
+    const { pauseTarget } = await import('../../lib/db/pauses.js')
     await expect(storeSchema(env.db.pool, 'p'.repeat(256), sampleSchema())).rejects.toThrow(/project: 256 bytes, expected a name of at most 255 bytes/)
     await expect(setVariables(env.db.pool, 'f', { ['V'.repeat(3000)]: 'x' }, 'merge')).rejects.toThrow(/variables\.0: 3000 bytes/)
     await expect(pauseTarget(env.db.pool, 'f', 't'.repeat(3000))).rejects.toThrow(/target: 3000 bytes/)

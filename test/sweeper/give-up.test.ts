@@ -3,7 +3,7 @@
 // and a bulk retry after the target recovers delivers each once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { retryEvents } from '../../lib/db/operator.js'
-import { resumeTarget } from '../../lib/db/targets.js'
+import { resumeTarget } from '../../lib/db/pauses.js'
 import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { sweep } from '../../lib/sweeper/sweep.js'
