@@ -2,60 +2,43 @@
 // (request bodies, header lines, variables, response classification), run through the real dispatch
 // path against a recording receiver on 127.0.0.1.
 import type { ServerResponse } from 'node:http'
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { parseActionsSchema } from '../../lib/schema/actions.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
-import { startReceiver, type Receiver, type ReceivedRequest } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
+import { headerLines, type ReceivedRequest } from '../helpers/receiver.js'
 
-let env: TestEnv
-let rx: Receiver
-let project: string
-let n = 0
+const env = useHarness({ config: { LEASE_MARGIN_MS: '1000' }, receiver: true, project: 'wire' })
 /** Raw header lines of each request, as [name, value] pairs in arrival order. */
 let rawHeaders: Array<Array<[string, string]>> = []
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-const deps = () => env.deps
 
-beforeAll(async () => {
-  env = await testEnv({ LEASE_MARGIN_MS: '1000' })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
 beforeEach(() => {
-  project = `wire${++n}`
-  rx.requests.length = 0
   rawHeaders = []
   answer((_, res) => { res.end() })
 })
-afterEach(async () => { await env.queue.drain() })
 
 /** Answers with `responder`, recording the raw header lines of every request first. */
 function answer(responder: (req: ReceivedRequest, res: ServerResponse) => void) {
-  rx.respond((req, res) => {
-    const raw = res.req.rawHeaders
-    rawHeaders.push(Array.from({ length: raw.length / 2 }, (_, i): [string, string] => [raw[2 * i] ?? '', raw[2 * i + 1] ?? '']))
+  env.rx.respond((req, res) => {
+    rawHeaders.push(headerLines(res))
     responder(req, res)
   })
 }
 
 /** Stores one target `t` (plus options), enqueues `count` events to it, drains once; returns the event ids. */
 async function deliverOnce(target: Record<string, unknown>, count = 1): Promise<string[]> {
-  await schemaFor(deps(), project, { t: { url: rx.url + '/hook', batchSize: 10, maxAttempts: 5, ...target } })
-  const ids = await enqueueMany(deps(), project, 'to_t', count)
-  await drainProject(deps(), project, forever)
+  await schemaFor(env.deps, env.project, { t: { url: env.rx.url + '/hook', batchSize: 10, maxAttempts: 5, ...target } })
+  const ids = await enqueueMany(env.deps, env.project, 'to_t', count)
+  await drainProject(env.deps, env.project, FOREVER)
   return ids
 }
 
 /** Upstream's wire shape of the events (`meta` then the payload), in the order given. */
 async function expectedEvents(ids: string[]) {
-  const { rows } = await deps().db.query<{ id: string; created_at: Date }>('SELECT id, created_at FROM actions_event WHERE id = ANY($1)', [ids])
+  const { rows } = await env.deps.db.query<{ id: string; created_at: Date }>('SELECT id, created_at FROM actions_event WHERE id = ANY($1)', [ids])
   const created = new Map(rows.map(r => [r.id, r.created_at.toISOString()]))
   return ids.map((id, i) => ({
     meta: {
@@ -72,8 +55,8 @@ const linesNamed = (name: string, req = 0) => (rawHeaders[req] ?? []).filter(([k
 describe('request body (payloadPath)', () => {
   it('sends { events } when no payloadPath is set', async () => {
     const ids = await deliverOnce({}, 2)
-    expect(rx.requests).toHaveLength(1)
-    const body = rx.requests[0]?.body
+    expect(env.rx.requests).toHaveLength(1)
+    const body = env.rx.requests[0]?.body
     expect(Object.keys(body)).toEqual(['events'])
     expect(sortById(body.events)).toEqual(sortById(await expectedEvents(ids)))
   })
@@ -89,19 +72,19 @@ describe('request body (payloadPath)', () => {
   })()
   it.runIf(acceptsEmptyPath)('sends { events } for payloadPath []', async () => {
     await deliverOnce({ payloadPath: [] })
-    expect(Object.keys(rx.requests[0]?.body)).toEqual(['events'])
+    expect(Object.keys(env.rx.requests[0]?.body)).toEqual(['events'])
   })
 
   it("sends { options: 1, payload: { json: { events } } } for body { options: 1 } and payloadPath ['payload', 'json']", async () => {
     const ids = await deliverOnce({ body: { options: 1 }, payloadPath: ['payload', 'json'] })
-    const body = rx.requests[0]?.body
+    const body = env.rx.requests[0]?.body
     expect(body).toEqual({ options: 1, payload: { json: { events: await expectedEvents(ids) } } })
     expect(Object.keys(body)).toEqual(['options', 'payload'])
   })
 
   it('adds events to an object of the body template, keeping its other keys', async () => {
     await deliverOnce({ body: { data: { keep: true, list: [1, 2] }, source: 'cms' }, payloadPath: ['data'] })
-    const body = rx.requests[0]?.body
+    const body = env.rx.requests[0]?.body
     expect(body.source).toBe('cms')
     expect(Object.keys(body.data)).toEqual(['keep', 'list', 'events'])
     expect(body.data.events).toHaveLength(1)
@@ -109,8 +92,8 @@ describe('request body (payloadPath)', () => {
 
   it('fails the attempt, without a request, when the path runs into a value that is not an object', async () => {
     const [id] = await deliverOnce({ body: { data: 5 }, payloadPath: ['data', 'x'] })
-    expect(rx.requests).toHaveLength(0)
-    const row = (await states(deps(), project)).get(id ?? '')
+    expect(env.rx.requests).toHaveLength(0)
+    const row = (await states(env.deps, env.project)).get(id ?? '')
     expect(row).toMatchObject({ state: 'retrying', num_retries: 1 })
     expect(row?.log[0]).toMatchObject({ ok: false, errorMessage: expect.stringMatching(/^Invalid payloadPath/) })
   })
@@ -150,17 +133,17 @@ describe('headers', () => {
 
 describe('variables', () => {
   it('substitutes {{NAME}} in the URL and header values, and leaves {{ NAME }}, {{a.b}} and {{a-b}} as text', async () => {
-    await setVariables(deps().db, project, { PATH: 'hooks', TOKEN: 'tok_123456', 'a.b': 'x', 'a-b': 'y' }, 'set')
-    await deliverOnce({ url: rx.url + '/{{PATH}}/in', headers: { Authorization: 'Bearer {{TOKEN}}', 'X-Spaced': '{{ TOKEN }}', 'X-Dotted': '{{a.b}}', 'X-Dashed': '{{a-b}}' } })
-    expect(rx.requests[0]?.path).toBe('/hooks/in')
-    expect(rx.requests[0]?.headers).toMatchObject({ authorization: 'Bearer tok_123456', 'x-spaced': '{{ TOKEN }}', 'x-dotted': '{{a.b}}', 'x-dashed': '{{a-b}}' })
+    await setVariables(env.deps.db, env.project, { PATH: 'hooks', TOKEN: 'tok_123456', 'a.b': 'x', 'a-b': 'y' }, 'set')
+    await deliverOnce({ url: env.rx.url + '/{{PATH}}/in', headers: { Authorization: 'Bearer {{TOKEN}}', 'X-Spaced': '{{ TOKEN }}', 'X-Dotted': '{{a.b}}', 'X-Dashed': '{{a-b}}' } })
+    expect(env.rx.requests[0]?.path).toBe('/hooks/in')
+    expect(env.rx.requests[0]?.headers).toMatchObject({ authorization: 'Bearer tok_123456', 'x-spaced': '{{ TOKEN }}', 'x-dotted': '{{a.b}}', 'x-dashed': '{{a-b}}' })
   })
 
   it.each([['missing', {}], ['empty', { TOKEN: '' }]])('fails the attempt with "Undefined variable TOKEN" and no request when it is %s', async (_, vars) => {
-    await setVariables(deps().db, project, vars, 'set')
+    await setVariables(env.deps.db, env.project, vars, 'set')
     const [id] = await deliverOnce({ headers: { Authorization: 'Bearer {{TOKEN}}' } })
-    expect(rx.requests).toHaveLength(0)
-    const row = (await states(deps(), project)).get(id ?? '')
+    expect(env.rx.requests).toHaveLength(0)
+    const row = (await states(env.deps, env.project)).get(id ?? '')
     expect(row).toMatchObject({ state: 'retrying', num_retries: 1 })
     expect(row?.log).toEqual([{ ok: false, errorMessage: 'Undefined variable TOKEN', durationMs: expect.any(Number) }])
   })
@@ -183,9 +166,9 @@ describe('response classification', () => {
   async function classify(responder: Responder) {
     answer(responder)
     const ids = await deliverOnce({}, 2)
-    const sent: string[] = (rx.requests[0]?.body.events ?? []).map((e: { meta: { eventId: string } }) => e.meta.eventId)
+    const sent: string[] = (env.rx.requests[0]?.body.events ?? []).map((e: { meta: { eventId: string } }) => e.meta.eventId)
     expect([...sent].sort()).toEqual([...ids].sort())
-    const rows = await states(deps(), project)
+    const rows = await states(env.deps, env.project)
     return sent.map(id => rows.get(id))
   }
   const succeeded = { state: 'succeed', num_retries: 1, log: [] }
@@ -198,8 +181,8 @@ describe('response classification', () => {
   })
 
   it('does not follow a redirect: a 3xx is a failed attempt', async () => {
-    const rows = await classify((_, res) => { res.writeHead(307, { location: rx.url + '/elsewhere' }); res.end() })
-    expect(rx.requests).toHaveLength(1)
+    const rows = await classify((_, res) => { res.writeHead(307, { location: env.rx.url + '/elsewhere' }); res.end() })
+    expect(env.rx.requests).toHaveLength(1)
     for (const row of rows) expect(row?.log[0]).toMatchObject({ ok: false, code: 307, errorMessage: 'Temporary Redirect' })
   })
 

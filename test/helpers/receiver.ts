@@ -50,3 +50,9 @@ export function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' })
   res.end(JSON.stringify(body))
 }
+
+/** The request's header lines as sent, as [name, value] pairs in order (Node folds `headers`; this does not). */
+export function headerLines(res: ServerResponse): Array<[string, string]> {
+  const raw = res.req.rawHeaders
+  return Array.from({ length: raw.length / 2 }, (_, i): [string, string] => [raw[2 * i] ?? '', raw[2 * i + 1] ?? ''])
+}
