@@ -29,8 +29,6 @@ export const SHOWN_TEXT_CHARS = 4_096
 /** Log entries `events show` prints (the latest); maxAttempts may allow a thousand. */
 export const SHOWN_LOG_ENTRIES = 20
 
-// Defined beside Io, so bulk.ts and targets.ts need not import this file (which imports bulk.ts).
-
 /** `actions events …`: the operator's view of the queue. */
 export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseCommand('events', args, { limit: { type: 'string' }, ...BULK_OPTIONS })
@@ -53,24 +51,10 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
   switch (sub) {
     case 'failed':
     case 'processing':
-    case 'due': {
-      const limit = parseLimit(values.limit)
-      const secrets = [...(await fetchVariables(ctx.pool, arg)).values()]
-      // Fetched past the shown part by the longest redacted form of a value, so no secret is cut in half.
-      const rows = await listEvents(ctx.pool, arg, sub, limit, LISTED_ERROR_CHARS + redactionReach(secrets))
-      const redact = redactor(secrets)
-      for (const row of rows) io.out(summary(row, redact))
-      io.out(`${rows.length} ${sub} event(s)${rows.length === limit ? ` (limit ${limit})` : ''}`)
-      return 0
-    }
-    case 'show': {
-      const id = uuid(arg)
-      const project = await projectOf(ctx, id, values.project)
-      const row = await getEvent(ctx.pool, project, id)
-      if (!row) throw new Error(`no event ${id}`)
-      io.out(JSON.stringify(shown(row, redactor((await fetchVariables(ctx.pool, row.project)).values())), null, 2))
-      return 0
-    }
+    case 'due':
+      return list(ctx, arg, sub, parseLimit(values.limit), io)
+    case 'show':
+      return show(ctx, uuid(arg), values.project, io)
     case 'retry':
       return retry(ctx, uuid(arg), values.project, io)
     case 'stop': {
@@ -82,6 +66,25 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
     default:
       throw new UsageError(`events: unknown subcommand "${sub ?? ''}"`)
   }
+}
+
+/** Prints one listing of a project's events, receiver text redacted and cut to one line each. */
+async function list(ctx: EventsContext, project: string, listing: Listing, limit: number, io: Io): Promise<number> {
+  const secrets = [...(await fetchVariables(ctx.pool, project)).values()]
+  // Fetched past the shown part by the longest redacted form of a value, so no secret is cut in half.
+  const rows = await listEvents(ctx.pool, project, listing, limit, LISTED_ERROR_CHARS + redactionReach(secrets))
+  const redact = redactor(secrets)
+  for (const row of rows) io.out(summary(row, redact))
+  io.out(`${rows.length} ${listing} event(s)${rows.length === limit ? ` (limit ${limit})` : ''}`)
+  return 0
+}
+
+/** Prints one event as JSON with its latest log entries, redacted with its project's variables. */
+async function show(ctx: EventsContext, id: string, given: string | undefined, io: Io): Promise<number> {
+  const row = await getEvent(ctx.pool, await projectOf(ctx, id, given), id)
+  if (!row) throw new Error(`no event ${id}`)
+  io.out(JSON.stringify(shown(row, redactor((await fetchVariables(ctx.pool, row.project)).values())), null, 2))
+  return 0
 }
 
 /** The project of event `id` (`--project` when given); an unknown id is an error naming it. */

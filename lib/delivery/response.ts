@@ -3,8 +3,6 @@ import { statusKind } from '../kinds.js'
 import type { Logger } from '../log.js'
 import { cleanText, excerpt, noRedaction, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES, type Redactor } from '../text.js'
 
-
-
 // Statuses whose Retry-After is honoured (RFC 9110 §10.2.3: 503; RFC 6585 §4: 429).
 const RETRY_AFTER_STATUSES = new Set([429, 503])
 /**
@@ -87,14 +85,21 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
     // Upstream's text; the ids are the receiver's, so they are stored redacted and bounded, never logged.
     return all({ ok: false, code: res.status, errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, redact), response: stored(), kind: 'rejected' })
   }
+  return reportedOutcomes(res.status, eventIds, failures, target, log, redact)
+}
+
+type Failure = { error: string | undefined; retry: boolean | undefined }
+
+/** Each event's outcome once the receiver's `failures` name only events of the batch: failed as reported, else delivered. */
+function reportedOutcomes(status: number, eventIds: readonly string[], failures: ReadonlyMap<string, Failure>, target: string, log: Logger, redact: Redactor): Map<string, Outcome> {
   const failedIds = eventIds.filter(id => failures.has(id))
-  if (failedIds.length) log.warn('Webhook target reported failed events', { target, status: res.status, events: failedIds })
+  if (failedIds.length) log.warn('Webhook target reported failed events', { target, status, events: failedIds })
   return new Map(eventIds.map((id): [string, Outcome] => {
     const failure = failures.get(id)
-    if (!failure) return [id, { ok: true, code: res.status }]
+    if (!failure) return [id, { ok: true, code: status }]
     const { error, retry } = failure
     return [id, {
-      ok: false, code: res.status, errorMessage: error === undefined ? 'Reported failed by the target' : cleanText(error, STORED_ERROR_BYTES, redact),
+      ok: false, code: status, errorMessage: error === undefined ? 'Reported failed by the target' : cleanText(error, STORED_ERROR_BYTES, redact),
       // `"retry": false` (an extension; upstream receivers never send it): the event fails at once.
       kind: retry === false ? 'final' : 'rejected',
     }]
@@ -106,11 +111,11 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
  * key); entries may carry other keys, which upstream ignores. Returns the errors by event id, or what
  * is wrong (in our words, quoting nothing of the body).
  */
-function parseFailures(parsed: object): Map<string, { error: string | undefined; retry: boolean | undefined }> | string {
+function parseFailures(parsed: object): Map<string, Failure> | string {
   if (Object.keys(parsed).some(k => k !== 'failures')) return 'unexpected property beside "failures"'
   const value: unknown = Reflect.get(parsed, 'failures')
   if (!Array.isArray(value)) return '"failures" must be an array'
-  const out = new Map<string, { error: string | undefined; retry: boolean | undefined }>()
+  const out = new Map<string, Failure>()
   for (const [i, item] of value.entries()) {
     if (typeof item !== 'object' || item === null) return `failures[${i}] must be an object`
     const eventId: unknown = Reflect.get(item, 'eventId')
