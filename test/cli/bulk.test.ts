@@ -1,35 +1,20 @@
 // Bulk replay and stop (issue 11, item 4), against a real database and the SQS emulator.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { eventsCommand } from '../../lib/cli/events.js'
 import { MAX_BULK_EVENTS } from '../../lib/cli/bulk.js'
-import { main } from '../../lib/cli/main.js'
 import { createPool } from '../../lib/db/pool.js'
 import { countStatements } from '../helpers/statements.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { runCli } from '../helpers/cli.js'
+import { useHarness } from '../helpers/harness.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 
-let env: TestEnv
-beforeAll(async () => { env = await testEnv() })
-afterAll(async () => { await env.close() })
-beforeEach(async () => {
-  await env.deps.db.query('DELETE FROM actions_event')
-  await env.queue.drain()
-})
-
-const deps = () => env.deps
-const run = async (...argv: string[]) => {
-  const out: string[] = []
-  const err: string[] = []
-  const code = await main(argv, {
-    DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, AWS_ENDPOINT_URL_SQS: env.queue.endpoint,
-    AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test',
-  }, { out: s => out.push(s), err: s => err.push(s) })
-  return { code, out: out.join('\n'), err: err.join('\n') }
-}
+const env = useHarness()
+beforeEach(async () => { await env.deps.db.query('DELETE FROM actions_event') })
+const run = (...argv: string[]) => runCli(env.cliEnv(), argv)
 
 /** Makes events look as dispatch leaves them: `state` after `attempts` failed attempts, one log entry each, created at `createdAt` (one second apart). */
 async function age(ids: string[], state: 'failed' | 'retrying', createdAt: string, attempts = 3) {
-  await deps().db.query(
+  await env.deps.db.query(
     `UPDATE actions_event e SET state = $2::actions_event_state, num_retries = $4,
        resolved_at = CASE WHEN $2 = 'failed' THEN now() END, visible_at = now() + interval '1 hour',
        created_at = $3::timestamptz + n.i * interval '1 second',
@@ -41,7 +26,7 @@ async function age(ids: string[], state: 'failed' | 'retrying', createdAt: strin
 
 /** Events of a project by target, state (in the enum's order), intact history and due-ness, with counts. */
 async function census(project: string) {
-  const { rows } = await deps().db.query<{ target: string; state: string; intact: boolean; due: boolean; n: number }>(
+  const { rows } = await env.deps.db.query<{ target: string; state: string; intact: boolean; due: boolean; n: number }>(
     `SELECT target, state, num_retries = 3 AND jsonb_array_length(log) = 3 AS intact, visible_at <= now() AS due, count(*)::int AS n
      FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`,
     [project],
@@ -51,27 +36,27 @@ async function census(project: string) {
 
 describe('bulk retry and stop', () => {
   it('retries 10,000 failed events of one target in a time range with one statement and one signal, touching nothing else', async () => {
-    await schemaFor(deps(), 'bulk', { a: { url: 'http://127.0.0.1:9' }, b: { url: 'http://127.0.0.1:9' } })
-    await schemaFor(deps(), 'other', { a: { url: 'http://127.0.0.1:9' } })
-    const inRange = await enqueueMany(deps(), 'bulk', 'to_a', 10_000)
+    await schemaFor(env.deps, 'bulk', { a: { url: 'http://127.0.0.1:9' }, b: { url: 'http://127.0.0.1:9' } })
+    await schemaFor(env.deps, 'other', { a: { url: 'http://127.0.0.1:9' } })
+    const inRange = await enqueueMany(env.deps, 'bulk', 'to_a', 10_000)
     // From 2024-05-01T00:00:00Z on: the since bound is inclusive.
     await age(inRange, 'failed', '2024-04-30T23:59:59Z')
-    const before = await enqueueMany(deps(), 'bulk', 'to_a', 50)
+    const before = await enqueueMany(env.deps, 'bulk', 'to_a', 50)
     await age(before, 'failed', '2024-04-30T00:00:00Z')
-    const after = await enqueueMany(deps(), 'bulk', 'to_a', 50)
+    const after = await enqueueMany(env.deps, 'bulk', 'to_a', 50)
     // 2024-05-02T00:00:01Z onwards: the until bound is exclusive, so the first one at exactly midnight is out too.
     await age(after, 'failed', '2024-05-01T23:59:59Z')
-    const retrying = await enqueueMany(deps(), 'bulk', 'to_a', 30)
+    const retrying = await enqueueMany(env.deps, 'bulk', 'to_a', 30)
     await age(retrying, 'retrying', '2024-05-01T06:00:00Z')
-    await age(await enqueueMany(deps(), 'bulk', 'to_b', 40), 'failed', '2024-05-01T00:00:00Z')
-    await age(await enqueueMany(deps(), 'other', 'to_a', 40), 'failed', '2024-05-01T00:00:00Z')
+    await age(await enqueueMany(env.deps, 'bulk', 'to_b', 40), 'failed', '2024-05-01T00:00:00Z')
+    await age(await enqueueMany(env.deps, 'other', 'to_a', 40), 'failed', '2024-05-01T00:00:00Z')
     await env.queue.drain()
 
     const pool = createPool(env.db.url, 2)
     const counter = countStatements(pool)
     const out: string[] = []
     try {
-      const code = await eventsCommand({ pool, signals: () => deps().signals }, [
+      const code = await eventsCommand({ pool, signals: () => env.deps.signals }, [
         'retry', '--project', 'bulk', '--target', 'a', '--since', '2024-05-01', '--until', '2024-05-02T00:00:00Z',
       ], { out: s => out.push(s), err: s => out.push(s) })
       expect(code).toBe(0)
@@ -90,15 +75,15 @@ describe('bulk retry and stop', () => {
       { target: 'b', state: 'failed', intact: true, due: false, n: 40 },
     ])
     expect(await census('other')).toEqual([{ target: 'a', state: 'failed', intact: true, due: false, n: 40 }])
-    const { rows } = await deps().db.query(`SELECT count(*)::int AS n FROM actions_event WHERE id = ANY($1) AND state = 'retrying' AND resolved_at IS NULL`, [inRange])
+    const { rows } = await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE id = ANY($1) AND state = 'retrying' AND resolved_at IS NULL`, [inRange])
     expect(rows[0]?.n).toBe(10_000)
   })
 
   it('stops matching events (retrying ones with --state retrying) without a signal, and counts what it changed', async () => {
-    await schemaFor(deps(), 'halt', { a: { url: 'http://127.0.0.1:9' }, b: { url: 'http://127.0.0.1:9' } })
-    await age(await enqueueMany(deps(), 'halt', 'to_a', 20), 'retrying', '2024-05-01T00:00:00Z')
-    await age(await enqueueMany(deps(), 'halt', 'to_a', 5), 'failed', '2024-05-01T00:00:00Z')
-    await age(await enqueueMany(deps(), 'halt', 'to_b', 7), 'retrying', '2024-05-01T00:00:00Z')
+    await schemaFor(env.deps, 'halt', { a: { url: 'http://127.0.0.1:9' }, b: { url: 'http://127.0.0.1:9' } })
+    await age(await enqueueMany(env.deps, 'halt', 'to_a', 20), 'retrying', '2024-05-01T00:00:00Z')
+    await age(await enqueueMany(env.deps, 'halt', 'to_a', 5), 'failed', '2024-05-01T00:00:00Z')
+    await age(await enqueueMany(env.deps, 'halt', 'to_b', 7), 'retrying', '2024-05-01T00:00:00Z')
     await env.queue.drain()
     const res = await run('events', 'stop', '--project=halt', '--state', 'retrying', '--target', 'a')
     expect(res).toMatchObject({ code: 0, out: '20 retrying event(s) of halt stopped', err: '' })
@@ -113,13 +98,13 @@ describe('bulk retry and stop', () => {
   })
 
   it('takes the oldest first up to --limit and says when the limit was reached; an empty match sends no signal', async () => {
-    await schemaFor(deps(), 'lim', { a: { url: 'http://127.0.0.1:9' } })
-    const ids = await enqueueMany(deps(), 'lim', 'to_a', 10)
+    await schemaFor(env.deps, 'lim', { a: { url: 'http://127.0.0.1:9' } })
+    const ids = await enqueueMany(env.deps, 'lim', 'to_a', 10)
     await age(ids, 'failed', '2024-05-01T00:00:00Z')
     await env.queue.drain()
     const res = await run('events', 'retry', '--project', 'lim', '--limit', '4')
     expect(res.out).toBe('4 failed event(s) of lim made due now (limit 4 reached: run again for the rest)\nsignalled project lim')
-    const { rows } = await deps().db.query<{ id: string }>(`SELECT id FROM actions_event WHERE project = 'lim' AND state = 'retrying' ORDER BY created_at`)
+    const { rows } = await env.deps.db.query<{ id: string }>(`SELECT id FROM actions_event WHERE project = 'lim' AND state = 'retrying' ORDER BY created_at`)
     expect(rows.map(r => r.id)).toEqual(ids.slice(0, 4))
     await env.queue.drain()
     expect((await run('events', 'retry', '--project', 'nobody')).out).toBe('0 failed event(s) of nobody made due now')

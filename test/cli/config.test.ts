@@ -4,29 +4,18 @@ import { writeFile, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { main } from '../../lib/cli/main.js'
-import { freshDatabase } from '../helpers/db.js'
+import { runCli } from '../helpers/cli.js'
+import { useDatabase } from '../helpers/harness.js'
 import { startSilentServer } from '../helpers/net.js'
 import { TX } from '../fixtures/schemas.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 let dir: string
 
-beforeAll(async () => {
-  db = await freshDatabase()
-  dir = await mkdtemp(join(tmpdir(), 'actions-cli-'))
-})
-afterAll(async () => {
-  await db.drop()
-  await rm(dir, { recursive: true, force: true })
-})
+beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'actions-cli-')) })
+afterAll(async () => { await rm(dir, { recursive: true, force: true }) })
 
-async function run(env: NodeJS.ProcessEnv, ...argv: string[]) {
-  const out: string[] = []
-  const err: string[] = []
-  const code = await main(argv, { DATABASE_URL: db.url, ...env }, { out: s => out.push(s), err: s => err.push(s) })
-  return { code, out: out.join('\n'), err: err.join('\n') }
-}
+const run = (env: NodeJS.ProcessEnv, ...argv: string[]) => runCli({ DATABASE_URL: db.url, ...env }, argv)
 
 async function schemaFile(timeoutMs: number): Promise<string> {
   const file = join(dir, `schema-${timeoutMs}.json`)

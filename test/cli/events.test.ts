@@ -1,55 +1,23 @@
 // The operator's event commands, against a real database, a real queue and a real receiver.
-import type { SQSEvent } from 'aws-lambda'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/dispatch.js'
-import { main } from '../../lib/cli/main.js'
 import { LISTED_ERROR_CHARS } from '../../lib/cli/events.js'
-import { createContext } from '../helpers/lambda.js'
-import { json, startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { runCli } from '../helpers/cli.js'
+import { createContext, sqsEvent } from '../helpers/lambda.js'
+import { json } from '../helpers/receiver.js'
+import { useHarness } from '../helpers/harness.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 
-let env: TestEnv
-let rx: Receiver
-let handler: ReturnType<typeof createHandler>
-
-beforeAll(async () => {
-  env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '1000', BREAKER_FAILURES: '0' }) // upstream's rule: dead targets fail events
-  rx = await startReceiver()
-  handler = createHandler(() => env.deps)
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(async () => {
-  rx.requests.length = 0
-  rx.respond((_, res) => { res.end() })
-  await env.queue.drain()
-})
-const deps = () => env.deps
-const sqsEvent = (body: string): SQSEvent => ({ Records: [{
-  messageId: 'm0', receiptHandle: 'r0', body, attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
-  messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
-}] })
-/** The environment an operator's shell would have: the database and the signal queue. */
-const cliEnv = () => ({
-  DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, AWS_ENDPOINT_URL_SQS: env.queue.endpoint,
-  AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test',
-})
-const runWith = async (cliEnvironment: NodeJS.ProcessEnv, argv: string[]) => {
-  const out: string[] = []
-  const err: string[] = []
-  const code = await main(argv, cliEnvironment, { out: s => out.push(s), err: s => err.push(s) })
-  return { code, out: out.join('\n'), err: err.join('\n') }
-}
-const run = (...argv: string[]) => runWith(cliEnv(), argv)
+// upstream's rule: dead targets fail events
+const env = useHarness({ config: { DISPATCH_TIME_MARGIN_MS: '1000', BREAKER_FAILURES: '0' }, receiver: true })
+const handler = createHandler(() => env.deps)
+const run = (...argv: string[]) => runCli(env.cliEnv(), argv)
 
 describe('operator event commands', () => {
   it('lists failed events, shows one, retries it (due now) and stops another', async () => {
-    rx.respond((_, res) => { res.statusCode = 500; res.end() })
-    await schemaFor(deps(), 'ops', { t: { url: rx.url, maxAttempts: 1 } })
-    const [a, b] = await enqueueMany(deps(), 'ops', 'to_t', 2)
+    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    await schemaFor(env.deps, 'ops', { t: { url: env.rx.url, maxAttempts: 1 } })
+    const [a, b] = await enqueueMany(env.deps, 'ops', 'to_t', 2)
     expect((await run('events', 'due', 'ops')).out).toMatch(/2 due event\(s\)/)
     await handler(sqsEvent('{"project":"ops"}'), createContext())
     const failed = await run('events', 'failed', 'ops', '--limit', '1')
@@ -58,29 +26,29 @@ describe('operator event commands', () => {
     const shown = JSON.parse((await run('events', 'show', a ?? '')).out)
     expect(shown).toMatchObject({ id: a, state: 'failed', num_retries: 1 })
     expect(await run('events', 'retry', a ?? '')).toMatchObject({ code: 0 })
-    expect((await states(deps(), 'ops')).get(a ?? '')?.state).toBe('retrying')
+    expect((await states(env.deps, 'ops')).get(a ?? '')?.state).toBe('retrying')
     expect((await run('events', 'due', 'ops')).out).toContain(a)
     expect(await run('events', 'stop', b ?? '')).toMatchObject({ code: 0 })
-    expect((await states(deps(), 'ops')).get(b ?? '')?.state).toBe('stopped')
-    rx.respond((_, res) => { res.end() })
+    expect((await states(env.deps, 'ops')).get(b ?? '')?.state).toBe('stopped')
+    env.rx.respond((_, res) => { res.end() })
     await handler(sqsEvent('{"project":"ops"}'), createContext())
-    expect((await states(deps(), 'ops')).get(a ?? '')?.state).toBe('succeed')
-    expect((await states(deps(), 'ops')).get(b ?? '')?.state).toBe('stopped')
+    expect((await states(env.deps, 'ops')).get(a ?? '')?.state).toBe('succeed')
+    expect((await states(env.deps, 'ops')).get(b ?? '')?.state).toBe('stopped')
   })
 
   it('retries a never-attempted event back to created and rejects unknown ids and bad arguments', async () => {
-    await schemaFor(deps(), 'ops2', { t: { url: rx.url } })
-    const [id] = await enqueueMany(deps(), 'ops2', 'to_t', 1)
+    await schemaFor(env.deps, 'ops2', { t: { url: env.rx.url } })
+    const [id] = await enqueueMany(env.deps, 'ops2', 'to_t', 1)
     await run('events', 'retry', id ?? '')
-    expect((await states(deps(), 'ops2')).get(id ?? '')?.state).toBe('created')
+    expect((await states(env.deps, 'ops2')).get(id ?? '')?.state).toBe('created')
     expect((await run('events', 'show', '00000000-0000-4000-8000-000000000000')).code).toBe(1)
     expect((await run('events', 'show', 'nope')).code).toBe(2)
     expect((await run('events', 'failed', 'ops2', '--limit', 'x')).code).toBe(2)
   })
 
   it('sends the project a wake-up signal on retry, as upstream notifies its dispatcher', async () => {
-    await schemaFor(deps(), 'wake', { t: { url: rx.url } })
-    const [id] = await enqueueMany(deps(), 'wake', 'to_t', 1)
+    await schemaFor(env.deps, 'wake', { t: { url: env.rx.url } })
+    const [id] = await enqueueMany(env.deps, 'wake', 'to_t', 1)
     await env.queue.drain() // enqueue's own signal
     const res = await run('events', 'retry', id ?? '')
     expect(res).toMatchObject({ code: 0, err: '' })
@@ -89,27 +57,27 @@ describe('operator event commands', () => {
   })
 
   it('keeps the retry and reports a failed signal with exit code 1 when the queue does not answer', async () => {
-    rx.respond((_, res) => { res.statusCode = 500; res.end() })
-    await schemaFor(deps(), 'nosig', { t: { url: rx.url, maxAttempts: 1 } })
-    const [id] = await enqueueMany(deps(), 'nosig', 'to_t', 1)
+    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    await schemaFor(env.deps, 'nosig', { t: { url: env.rx.url, maxAttempts: 1 } })
+    const [id] = await enqueueMany(env.deps, 'nosig', 'to_t', 1)
     await handler(sqsEvent('{"project":"nosig"}'), createContext())
-    const res = await runWith({ ...cliEnv(), AWS_ENDPOINT_URL_SQS: 'http://127.0.0.1:1' }, ['events', 'retry', id ?? ''])
+    const res = await runCli({ ...env.cliEnv(), AWS_ENDPOINT_URL_SQS: 'http://127.0.0.1:1' }, ['events', 'retry', id ?? ''])
     expect(res.code).toBe(1)
     expect(res.err).toMatch(/the retry stands, but the wake-up signal failed/)
     expect(res.err).not.toContain('127.0.0.1')
-    expect((await states(deps(), 'nosig')).get(id ?? '')?.state).toBe('retrying')
-    const { code, err } = await runWith({ DATABASE_URL: env.db.url }, ['events', 'retry', id ?? ''])
+    expect((await states(env.deps, 'nosig')).get(id ?? '')?.state).toBe('retrying')
+    const { code, err } = await runCli({ DATABASE_URL: env.db.url }, ['events', 'retry', id ?? ''])
     expect(code).toBe(0)
     expect(err).toMatch(/no wake-up signal sent \(SIGNAL_QUEUE_URL is not set\)/)
   })
 
   it('lists retrying events under failed, as upstream failedEvents does, and leaves due-but-fresh ones out', async () => {
-    rx.respond((_, res) => { res.statusCode = 503; res.end() })
-    await schemaFor(deps(), 'both', { once: { url: rx.url, maxAttempts: 1 }, again: { url: rx.url, maxAttempts: 5, initialRepeatIntervalMs: 3_600_000 } })
-    const [dead] = await enqueueMany(deps(), 'both', 'to_once', 1)
-    const [retrying] = await enqueueMany(deps(), 'both', 'to_again', 1)
+    env.rx.respond((_, res) => { res.statusCode = 503; res.end() })
+    await schemaFor(env.deps, 'both', { once: { url: env.rx.url, maxAttempts: 1 }, again: { url: env.rx.url, maxAttempts: 5, initialRepeatIntervalMs: 3_600_000 } })
+    const [dead] = await enqueueMany(env.deps, 'both', 'to_once', 1)
+    const [retrying] = await enqueueMany(env.deps, 'both', 'to_again', 1)
     await handler(sqsEvent('{"project":"both"}'), createContext())
-    const [fresh] = await enqueueMany(deps(), 'both', 'to_again', 1)
+    const [fresh] = await enqueueMany(env.deps, 'both', 'to_again', 1)
     const listed = await run('events', 'failed', 'both')
     expect(listed.out).toContain(`${dead} failed`)
     expect(listed.out).toContain(`${retrying} retrying`)
@@ -119,11 +87,11 @@ describe('operator event commands', () => {
 
   it('prints receiver text bounded: one short line per listed event, a cut text in show', async () => {
     const huge = 'x'.repeat(300_000)
-    rx.respond((_, res) => json(res, 200, { failures: [] }))
-    await schemaFor(deps(), 'loud', { t: { url: rx.url, maxAttempts: 3 } })
-    const [id] = await enqueueMany(deps(), 'loud', 'to_t', 1)
+    env.rx.respond((_, res) => json(res, 200, { failures: [] }))
+    await schemaFor(env.deps, 'loud', { t: { url: env.rx.url, maxAttempts: 3 } })
+    const [id] = await enqueueMany(env.deps, 'loud', 'to_t', 1)
     // As if a receiver's error had been stored whole (older rows, or a change of the store's bound).
-    await deps().db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'bad' || chr(10) || chr(27) || '[31m' || $2::text, 'response', $2::text)) WHERE id = $1`, [id, huge])
+    await env.deps.db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'bad' || chr(10) || chr(27) || '[31m' || $2::text, 'response', $2::text)) WHERE id = $1`, [id, huge])
     const listed = await run('events', 'failed', 'loud')
     const line = listed.out.split('\n').find(l => l.startsWith(id ?? ''))
     expect(line).toBeDefined()
@@ -138,14 +106,14 @@ describe('operator event commands', () => {
   it('shows stored receiver text through the redaction filter with the project\'s current variable values', async () => {
     const token = 'tok_Zq9-secret-value'
     const later = 'added-later-secret'
-    await schemaFor(deps(), 'leaky', { t: { url: rx.url, maxAttempts: 3 } })
-    const [id] = await enqueueMany(deps(), 'leaky', 'to_t', 1)
+    await schemaFor(env.deps, 'leaky', { t: { url: env.rx.url, maxAttempts: 3 } })
+    const [id] = await enqueueMany(env.deps, 'leaky', 'to_t', 1)
     expect(await run('variables', 'set', 'leaky', `TOKEN=${token}`)).toMatchObject({ code: 0 })
     // Stored before redaction existed: the token whole, JSON-escaped and URL-encoded, once straddling
     // the listing's cut, and a value that becomes a variable only later.
     const errorMessage = `${'e'.repeat(LISTED_ERROR_CHARS - 12)}${token} echo ${later}`
     const response = `{"authorization":"Bearer ${token}","q":"${encodeURIComponent(token)}","later":"${later}"}`
-    await deps().db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $3::text)) WHERE id = $1`, [id, errorMessage, response])
+    await env.deps.db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $3::text)) WHERE id = $1`, [id, errorMessage, response])
     const listed = await run('events', 'failed', 'leaky')
     const line = listed.out.split('\n').find(l => l.startsWith(id ?? '')) ?? ''
     expect(line).toContain('[redacted]')
@@ -163,8 +131,8 @@ describe('operator event commands', () => {
   })
 
   it('treats unknown flags and stray arguments as usage errors, and takes --limit=N as --limit N', async () => {
-    await schemaFor(deps(), 'flags', { t: { url: rx.url } })
-    await enqueueMany(deps(), 'flags', 'to_t', 3)
+    await schemaFor(env.deps, 'flags', { t: { url: env.rx.url } })
+    await enqueueMany(env.deps, 'flags', 'to_t', 3)
     expect((await run('events', 'due', 'flags', '--limit=2')).out).toMatch(/2 due event\(s\) \(limit 2\)/)
     expect((await run('events', 'due', 'flags', '--limit', '2')).out).toMatch(/2 due event\(s\) \(limit 2\)/)
     for (const argv of [

@@ -1,24 +1,18 @@
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { getCurrentSchema } from '../../lib/db/schemas.js'
 import { fetchVariables } from '../../lib/db/variables.js'
 import { main } from '../../lib/cli/main.js'
-import { freshDatabase } from '../helpers/db.js'
+import { runCli } from '../helpers/cli.js'
+import { useDatabase } from '../helpers/harness.js'
 import { sampleSchema } from '../fixtures/schemas.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
-beforeAll(async () => { db = await freshDatabase() })
-afterAll(async () => { await db.drop() })
+const db = useDatabase()
 
 describe('operator CLI', () => {
-  const run = async (...argv: string[]) => {
-    const out: string[] = []
-    const err: string[] = []
-    const code = await main(argv, { DATABASE_URL: db.url }, { out: s => out.push(s), err: s => err.push(s) })
-    return { code, out: out.join('\n'), err: err.join('\n') }
-  }
+  const run = (...argv: string[]) => runCli({ DATABASE_URL: db.url }, argv)
 
   it('migrates, stores and prints a schema', async () => {
     expect(await run('migrate')).toMatchObject({ code: 0, out: 'nothing to apply' })

@@ -1,28 +1,15 @@
 // The operator's view of target health (issue 11, item 1): list, pause, resume, against a real
 // database and the SQS emulator. Health rows the breaker would write are written here with SQL.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { main } from '../../lib/cli/main.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { beforeEach, describe, expect, it } from 'vitest'
+import { runCli } from '../helpers/cli.js'
+import { useHarness } from '../helpers/harness.js'
 import { schemaFor } from '../helpers/events.js'
 
-let env: TestEnv
-beforeAll(async () => { env = await testEnv() })
-afterAll(async () => { await env.close() })
-beforeEach(async () => {
-  await env.deps.db.query('DELETE FROM actions_target_health; DELETE FROM actions_schema')
-  await env.queue.drain()
-})
+const env = useHarness()
+beforeEach(async () => { await env.deps.db.query('DELETE FROM actions_target_health; DELETE FROM actions_schema') })
 
 const db = () => env.deps.db
-const run = async (...argv: string[]) => {
-  const out: string[] = []
-  const err: string[] = []
-  const code = await main(argv, {
-    DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, AWS_ENDPOINT_URL_SQS: env.queue.endpoint,
-    AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test',
-  }, { out: s => out.push(s), err: s => err.push(s) })
-  return { code, out: out.join('\n'), err: err.join('\n') }
-}
+const run = (...argv: string[]) => runCli(env.cliEnv(), argv)
 const health = async (project: string) =>
   (await db().query('SELECT target, consecutive_failures, paused_reason, probe_at, paused_at IS NOT NULL AS paused FROM actions_target_health WHERE project = $1 ORDER BY target', [project])).rows
 

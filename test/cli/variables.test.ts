@@ -1,23 +1,16 @@
 // `actions variables …`: upstream's setVariables modes, and the mistakes a command line invites.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { main } from '../../lib/cli/main.js'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { fetchVariables, setVariables } from '../../lib/db/variables.js'
-import { freshDatabase } from '../helpers/db.js'
+import { runCli } from '../helpers/cli.js'
+import { useDatabase } from '../helpers/harness.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
-beforeAll(async () => { db = await freshDatabase() })
-afterAll(async () => { await db.drop() })
+const db = useDatabase()
 beforeEach(async () => {
   await db.pool.query('DELETE FROM actions_variable')
   await setVariables(db.pool, 'p', { KEEP: 'k', CHANGE: 'old' }, 'merge')
 })
 
-const run = async (...argv: string[]) => {
-  const out: string[] = []
-  const err: string[] = []
-  const code = await main(argv, { DATABASE_URL: db.url }, { out: s => out.push(s), err: s => err.push(s) })
-  return { code, out: out.join('\n'), err: err.join('\n') }
-}
+const run = (...argv: string[]) => runCli({ DATABASE_URL: db.url }, argv)
 const current = async () => Object.fromEntries(await fetchVariables(db.pool, 'p'))
 
 describe('variables set, in upstream\'s modes', () => {
