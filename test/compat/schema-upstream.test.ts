@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
 import { derivedId } from '../../lib/enqueue/within.js'
 import { enqueue } from '../../lib/enqueue.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
 import { TX } from '../fixtures/schemas.js'
 
 // Fixtures are shapes upstream accepts (`Actions.Schema`) and builds (`ActionsPayload`, TriggerPayloadBuilder).
@@ -21,12 +21,8 @@ const upstreamSchema = {
   },
 }
 
-let env: TestEnv
-beforeAll(async () => {
-  env = await testEnv()
-  await storeSchema(env.db.pool, 'up', upstreamSchema)
-})
-afterAll(async () => { await env.close() })
+const env = useHarness()
+beforeAll(async () => { await storeSchema(env.db.pool, 'up', upstreamSchema) })
 beforeEach(async () => { await env.db.pool.query('DELETE FROM actions_event') })
 const stored = async () => (await env.db.pool.query('SELECT id, trigger, target, priority, payload FROM actions_event ORDER BY created_at, trigger')).rows
 

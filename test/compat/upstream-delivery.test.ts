@@ -1,32 +1,23 @@
 // An upstream schema and upstream payloads, end to end: stored unchanged, enqueued as upstream's
 // content engine builds them (and as mutations that fan out to its basic triggers), delivered through
 // the real dispatch path, and received as upstream's WebhookTargetHandler would send them.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { storeSchema } from '../../lib/db/schemas.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { enqueue } from '../../lib/enqueue.js'
 import { TX } from '../fixtures/schemas.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
+import { headerLines } from '../helpers/receiver.js'
 
-let env: TestEnv
-let rx: Receiver
 /** Raw header lines of each request, as [name, value] pairs in arrival order. */
 const rawHeaders: Array<Array<[string, string]>> = []
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-
-beforeAll(async () => {
-  env = await testEnv({ LEASE_MARGIN_MS: '1000' })
-  rx = await startReceiver((_, res) => {
-    const raw = res.req.rawHeaders
-    rawHeaders.push(Array.from({ length: raw.length / 2 }, (_, i): [string, string] => [raw[2 * i] ?? '', raw[2 * i + 1] ?? '']))
+const env = useHarness({
+  config: { LEASE_MARGIN_MS: '1000' },
+  receiver: (_, res) => {
+    rawHeaders.push(headerLines(res))
     res.end()
-  })
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
+  },
 })
 
 // Shapes upstream accepts (`Actions.Schema`): payloadPath, a body template, the target's own
@@ -55,7 +46,7 @@ const watchPayload = { operation: 'watch', trigger: 'tags', entity: 'Article', i
 
 describe('an upstream schema and upstream payloads, delivered', () => {
   it('arrive as upstream sends them: body template, payloadPath, meta then the payload as sent, one User-Agent, Content-Type, Accept and Accept-Encoding', async () => {
-    await storeSchema(env.db.pool, 'upstream', schema(rx.url + '/hook'))
+    await storeSchema(env.db.pool, 'upstream', schema(env.rx.url + '/hook'))
     await setVariables(env.db.pool, 'upstream', { TOKEN: 'tok-123' }, 'merge')
     const result = await enqueue(env.deps, { project: 'upstream', transactionId: TX, events: [
       { trigger: 'title_changed', payload: basicPayload },
@@ -66,9 +57,9 @@ describe('an upstream schema and upstream payloads, delivered', () => {
     ] })
     expect(result.unmatched).toEqual([3])
     expect(result.eventIds).toHaveLength(3)
-    await drainProject(env.deps, 'upstream', forever)
+    await drainProject(env.deps, 'upstream', FOREVER)
 
-    expect(rx.requests).toHaveLength(1)
+    expect(env.rx.requests).toHaveLength(1)
     const { rows } = await env.db.pool.query<{ id: string; trigger: string; created_at: Date; payload: Record<string, unknown>; state: string }>(
       'SELECT id, trigger, created_at, payload, state FROM actions_event WHERE project = $1', ['upstream'])
     expect(rows.map(r => r.state)).toEqual(['succeed', 'succeed', 'succeed'])
@@ -82,7 +73,7 @@ describe('an upstream schema and upstream payloads, delivered', () => {
       },
       ...r.payload,
     }))
-    const body = rx.requests[0]?.body
+    const body = env.rx.requests[0]?.body
     expect(Object.keys(body)).toEqual(['options', 'payload'])
     expect(body.options).toEqual({ a: 1 })
     const byId = (events: Array<{ meta: { eventId: string } }>) => [...events].sort((a, b) => a.meta.eventId.localeCompare(b.meta.eventId))
@@ -102,13 +93,13 @@ describe('an upstream schema and upstream payloads, delivered', () => {
   it('stores and delivers a schema whose inline named target has a name other than its key, by the key', async () => {
     // As upstream's schema generator writes an inline target: keyed by the trigger, named by the author.
     await storeSchema(env.db.pool, 'inline', {
-      targets: { article_published_target: { type: 'webhook', name: 'Search index', url: rx.url + '/inline' } },
+      targets: { article_published_target: { type: 'webhook', name: 'Search index', url: env.rx.url + '/inline' } },
       triggers: { article_published: { type: 'basic', name: 'article_published', entity: 'Article', create: true, delete: false, update: false, target: 'article_published_target' } },
     })
-    rx.requests.length = 0
+    env.rx.requests.length = 0
     const { eventIds } = await enqueue(env.deps, { project: 'inline', transactionId: TX, events: [{ payload: { operation: 'create', entity: 'Article', id: 1, values: {} } }] })
-    expect(await drainProject(env.deps, 'inline', forever)).toMatchObject({ succeeded: 1, failedUnknownTarget: 0 })
-    expect(rx.requests.map(r => r.path)).toEqual(['/inline'])
-    expect(rx.requests[0]?.body.events[0].meta).toMatchObject({ eventId: eventIds[0], target: 'article_published_target' })
+    expect(await drainProject(env.deps, 'inline', FOREVER)).toMatchObject({ succeeded: 1, failedUnknownTarget: 0 })
+    expect(env.rx.requests.map(r => r.path)).toEqual(['/inline'])
+    expect(env.rx.requests[0]?.body.events[0].meta).toMatchObject({ eventId: eventIds[0], target: 'article_published_target' })
   })
 })
