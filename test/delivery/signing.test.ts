@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http'
 import { Webhook } from 'standardwebhooks'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { main } from '../../lib/cli/main.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { generateSecret, sign, signingKeys, webhookId, withSignature } from '../../lib/delivery/signing.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
-import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
+import type { ReceivedRequest } from '../helpers/receiver.js'
 
 // The spec's published test vector (the reference libraries' "sign function works" test).
 const VECTOR = {
@@ -87,27 +87,10 @@ describe('signatures', () => {
 })
 
 describe('signed deliveries', () => {
-  let env: TestEnv
-  let rx: Receiver
-  let project: string
-  let n = 0
-  const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-  const deps = () => env.deps
-  beforeAll(async () => {
-    env = await testEnv({ LEASE_MARGIN_MS: '1000' })
-    rx = await startReceiver()
-  })
-  afterAll(async () => {
-    await rx.close()
-    await env.close()
-  })
-  beforeEach(() => {
-    project = `s${++n}`
-    rx.requests.length = 0
-  })
+  const env = useHarness({ config: { LEASE_MARGIN_MS: '1000' }, receiver: true, project: 's' })
 
   /** The receiver answers 200 only when every given secret verifies the request, else 401. */
-  const verifyWith = (secrets: string[]) => rx.respond((req, res) => {
+  const verifyWith = (secrets: string[]) => env.rx.respond((req, res) => {
     try {
       for (const s of secrets) new Webhook(s).verify(req.raw, headersOf(req))
       res.end()
@@ -119,45 +102,45 @@ describe('signed deliveries', () => {
 
   it('signs a one-event delivery that the receiver verifies, with the event id as webhook-id', async () => {
     const secret = generateSecret()
-    await setVariables(deps().db, project, { SIGNING: secret }, 'set')
+    await setVariables(env.deps.db, env.project, { SIGNING: secret }, 'set')
     verifyWith([secret])
-    await schemaFor(deps(), project, { t: { url: rx.url, signingSecret: '{{SIGNING}}' } })
-    const [id] = await enqueueMany(deps(), project, 'to_t', 1)
-    expect(await drainProject(deps(), project, forever)).toMatchObject({ succeeded: 1 })
-    expect(rx.requests[0]?.headers['webhook-id']).toBe(id)
-    expect(Number(rx.requests[0]?.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -2)
+    await schemaFor(env.deps, env.project, { t: { url: env.rx.url, signingSecret: '{{SIGNING}}' } })
+    const [id] = await enqueueMany(env.deps, env.project, 'to_t', 1)
+    expect(await drainProject(env.deps, env.project, FOREVER)).toMatchObject({ succeeded: 1 })
+    expect(env.rx.requests[0]?.headers['webhook-id']).toBe(id)
+    expect(Number(env.rx.requests[0]?.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -2)
   })
 
   it('signs with both secrets during a rotation: receivers on the old and the new secret verify a batch', async () => {
     const [old, next] = [generateSecret(), generateSecret()]
-    await setVariables(deps().db, project, { SIGNING: `${old} ${next}` }, 'set')
+    await setVariables(env.deps.db, env.project, { SIGNING: `${old} ${next}` }, 'set')
     verifyWith([old, next])
-    await schemaFor(deps(), project, { t: { url: rx.url, signingSecret: '{{SIGNING}}', batchSize: 3 } })
-    const ids = await enqueueMany(deps(), project, 'to_t', 3)
-    expect(await drainProject(deps(), project, forever)).toMatchObject({ succeeded: 3 })
-    expect(rx.requests).toHaveLength(1)
-    expect(rx.requests[0]?.headers['webhook-id']).toBe(webhookId(ids))
-    expect(rx.requests[0]?.headers['webhook-signature']?.toString().split(' ')).toHaveLength(2)
+    await schemaFor(env.deps, env.project, { t: { url: env.rx.url, signingSecret: '{{SIGNING}}', batchSize: 3 } })
+    const ids = await enqueueMany(env.deps, env.project, 'to_t', 3)
+    expect(await drainProject(env.deps, env.project, FOREVER)).toMatchObject({ succeeded: 3 })
+    expect(env.rx.requests).toHaveLength(1)
+    expect(env.rx.requests[0]?.headers['webhook-id']).toBe(webhookId(ids))
+    expect(env.rx.requests[0]?.headers['webhook-signature']?.toString().split(' ')).toHaveLength(2)
   })
 
   it('sends unsigned requests to targets without signingSecret', async () => {
-    await schemaFor(deps(), project, { t: { url: rx.url } })
-    await enqueueMany(deps(), project, 'to_t', 1)
-    await drainProject(deps(), project, forever)
-    expect(Object.keys(rx.requests[0]?.headers ?? {}).filter(h => h.startsWith('webhook-'))).toEqual([])
+    await schemaFor(env.deps, env.project, { t: { url: env.rx.url } })
+    await enqueueMany(env.deps, env.project, 'to_t', 1)
+    await drainProject(env.deps, env.project, FOREVER)
+    expect(Object.keys(env.rx.requests[0]?.headers ?? {}).filter(h => h.startsWith('webhook-'))).toEqual([])
   })
 
   it('fails the attempt without a request when the secret variable is missing or invalid, naming the variable only', async () => {
-    await setVariables(deps().db, project, { BAD: 'whsec_c2hvcnQ=' }, 'set')
-    await schemaFor(deps(), project, { missing: { url: rx.url, signingSecret: '{{NOPE}}' }, bad: { url: rx.url, signingSecret: '{{BAD}}' } })
-    const [m] = await enqueueMany(deps(), project, 'to_missing', 1)
-    const [b] = await enqueueMany(deps(), project, 'to_bad', 1)
+    await setVariables(env.deps.db, env.project, { BAD: 'whsec_c2hvcnQ=' }, 'set')
+    await schemaFor(env.deps, env.project, { missing: { url: env.rx.url, signingSecret: '{{NOPE}}' }, bad: { url: env.rx.url, signingSecret: '{{BAD}}' } })
+    const [m] = await enqueueMany(env.deps, env.project, 'to_missing', 1)
+    const [b] = await enqueueMany(env.deps, env.project, 'to_bad', 1)
     const logs = env.captureLogs()
-    await drainProject(deps(), project, forever).finally(() => logs.restore())
-    const rows = await states(deps(), project)
+    await drainProject(env.deps, env.project, FOREVER).finally(() => logs.restore())
+    const rows = await states(env.deps, env.project)
     expect(rows.get(m ?? '')?.log).toEqual([{ ok: false, errorMessage: 'Undefined signing secret variable NOPE', durationMs: expect.any(Number) }])
     expect(rows.get(b ?? '')?.log).toEqual([{ ok: false, errorMessage: expect.stringMatching(/^Signing secret variable BAD must hold whsec_ secrets/), durationMs: expect.any(Number) }])
-    expect(rx.requests).toHaveLength(0)
+    expect(env.rx.requests).toHaveLength(0)
     expect(logs.lines.join('\n')).not.toContain('c2hvcnQ')
   })
 })
