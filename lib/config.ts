@@ -44,10 +44,26 @@ export const configSchema = z.object({
   CLOUDWATCH_NAMESPACE: z.string().min(1).default('Contember/Actions'),
   DB_POOL_MAX: positiveInt(10),
   /**
-   * Longest one Postgres statement may run (or wait for a lock) in the functions; then it fails and
-   * the invocation goes on with what it has. Every statement they send takes milliseconds.
+   * Longest one Postgres statement may run (or wait for a lock) in the functions; then it fails (57014)
+   * and the invocation goes on with what it has. Every statement they send takes milliseconds. With
+   * DB_PREPARED_STATEMENTS on, the server enforces it (statement_timeout in the startup packet); off,
+   * the client does: when a statement outlives it, the client sends Postgres' cancel request, which a
+   * pooler forwards to the server running the statement (docs/database.md).
    */
   DB_STATEMENT_TIMEOUT_MS: positiveInt(30_000),
+  /**
+   * false for a transaction pooler (PgBouncer in transaction mode, RDS Proxy): every statement goes
+   * unnamed, and no startup parameter a stock pooler refuses is sent (the statement timeout travels as
+   * a client-side cancel instead). Functions, the CLI and the local stack read it.
+   */
+  DB_PREPARED_STATEMENTS: bool.default(true),
+  /**
+   * Turns on TLS that verifies the database's certificate (CA and host name, libpq's verify-full) for
+   * every client, whatever the URL's sslmode: a PEM file path, or `rds` for the Amazon RDS CA bundle
+   * shipped with the package (lib/db/rds-ca.ts). Needed on Lambda's Node 20+ runtimes, which do not
+   * trust Amazon's RDS CAs by default. Empty: unset (the URL's own TLS parameters apply).
+   */
+  DATABASE_CA: z.string().min(1).optional(),
   /** Batches in flight at once within one dispatch invocation. */
   DISPATCH_CONCURRENCY: positiveInt(8),
   /** Stop draining when less than (next target's timeout + this margin) remains of the invocation. */
@@ -137,6 +153,9 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return loadConfigPart(configSchema, env)
 }
+
+/** The keys every database client reads besides DATABASE_URL (the CLI and the local stack's migrator, without a full config). */
+export const dbClientConfigSchema = configSchema.pick({ DB_PREPARED_STATEMENTS: true, DATABASE_CA: true })
 
 /** The keys of an SQS client's bounded waits (lib/deps.ts createSqsClient), for tools without a full config. */
 export const sqsConfigSchema = configSchema.pick({ AWS_REGION: true, SQS_CONNECT_TIMEOUT_MS: true, SQS_REQUEST_TIMEOUT_MS: true, SQS_MAX_ATTEMPTS: true })

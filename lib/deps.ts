@@ -28,7 +28,7 @@ export function createDeps(config: Config, overrides: Partial<Omit<Deps, 'sinks'
   const client = sqs ?? createSqsClient(config)
   return {
     config,
-    db: createPool(config.DATABASE_URL, config.DB_POOL_MAX, config.DB_STATEMENT_TIMEOUT_MS),
+    db: createPool(config.DATABASE_URL, config.DB_POOL_MAX, { statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS, preparedStatements: config.DB_PREPARED_STATEMENTS, ca: config.DATABASE_CA }),
     signals: createSignals(client, config.SIGNAL_QUEUE_URL),
     log: createLogger(config.LOG_LEVEL),
     // Every connection passes the egress guard (lib/delivery/egress.ts), after DNS, pinned to the checked address.

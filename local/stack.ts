@@ -6,7 +6,7 @@ import { Registry } from 'prom-client'
 import { createHandler as createDispatch } from '../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../functions/enqueue.js'
 import { createHandler as createSweeper } from '../functions/sweeper.js'
-import { loadConfig, loadConfigPart, sqsConfigSchema } from '../lib/config.js'
+import { dbClientConfigSchema, loadConfig, loadConfigPart, sqsConfigSchema } from '../lib/config.js'
 import { migrate } from '../lib/db/migrate.js'
 import { createPool } from '../lib/db/pool.js'
 import { storeSchema } from '../lib/db/schemas.js'
@@ -91,7 +91,8 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     } else {
       print('postgres   DATABASE_URL')
     }
-    const migrator = createPool(env.DATABASE_URL, 1)
+    const db = loadConfigPart(dbClientConfigSchema, env)
+    const migrator = createPool(env.DATABASE_URL, 1, { preparedStatements: db.DB_PREPARED_STATEMENTS, ca: db.DATABASE_CA })
     try {
       const applied = await migrate(migrator)
       if (applied.length) print(`migrations applied: ${applied.join(', ')}`)

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { pathToFileURL } from 'node:url'
 import type { SQSClient } from '@aws-sdk/client-sqs'
 import { z } from 'zod'
-import { configSchema, loadConfigPart, sqsConfigSchema } from '../config.js'
+import { configSchema, dbClientConfigSchema, loadConfigPart, sqsConfigSchema } from '../config.js'
 import { migrate } from '../db/migrate.js'
 import { createPool } from '../db/pool.js'
 import { createSqsClient, sqsEndpointFromEnv } from '../deps.js'
@@ -31,7 +31,7 @@ Commands:
 ${EVENTS_USAGE}
 ${TARGETS_USAGE}
 ${SIGNING_USAGE}
-Environment: DATABASE_URL (postgres://user@host:port/db); for the wake-up signal of events retry
+Environment: DATABASE_URL (postgres://user@host:port/db), with DATABASE_CA and DB_PREPARED_STATEMENTS as in the functions; for the wake-up signal of events retry
 and targets resume also SIGNAL_QUEUE_URL, AWS_REGION and the AWS SDK's usual keys (AWS_ENDPOINT_URL_SQS for an emulator),
 bounded by SQS_CONNECT_TIMEOUT_MS, SQS_REQUEST_TIMEOUT_MS and SQS_MAX_ATTEMPTS as in the functions;
 schema set checks targets' timeoutMs against MAX_TARGET_TIMEOUT_MS (set it as dispatch has it)
@@ -54,7 +54,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env,
     io.err('DATABASE_URL: ' + (env.DATABASE_URL ? 'expected a URL' : 'required'))
     return 2
   }
-  const pool = createPool(dbUrl.data, 2)
+  let pool: ReturnType<typeof createPool>
+  try {
+    // The same TLS and pooler settings as the functions: an operator's shell points at the same database.
+    const db = loadConfigPart(dbClientConfigSchema, env)
+    pool = createPool(dbUrl.data, 2, { preparedStatements: db.DB_PREPARED_STATEMENTS, ca: db.DATABASE_CA })
+  } catch (e) {
+    io.err(formatError(e))
+    return 2
+  }
   let sqs: SQSClient | undefined
   const signals = (): Signals | undefined => {
     if (!env.SIGNAL_QUEUE_URL) return undefined
