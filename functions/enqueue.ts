@@ -7,7 +7,8 @@ import { coldStartDeps, flushMetricsAfter, forInvocation, type DepsSource } from
 /** Builds the enqueue handler over its dependencies; the deployed one uses the cold-start ones. */
 export const createHandler = (source: DepsSource) =>
   middy(async (event: unknown, context: Context): Promise<EnqueueResult> => enqueue(forInvocation(await source(), context), event))
-    .use(flushMetricsAfter(source))
+    // A content API waits on this invocation: its counters go by EMF, the Pushgateway push is not awaited.
+    .use(flushMetricsAfter(source, { push: 'background' }))
 
 /** Invoked directly by content APIs with `{ project, transactionId, events: [...] }`. */
 export const handler = createHandler(coldStartDeps)

@@ -44,14 +44,17 @@ export function forInvocation(deps: Deps, context: Pick<Context, 'awsRequestId'>
   return { ...deps, log: deps.log.child({ awsRequestId: context.awsRequestId }) }
 }
 
-/** middy middleware: flush this environment's metrics to every enabled sink after every invocation, success or failure. */
-export function flushMetricsAfter(source: DepsSource): middy.MiddlewareObj<unknown, unknown, Error, Context> {
+/**
+ * middy middleware: flush this environment's metrics to every enabled sink after every invocation, success or
+ * failure; `push: 'background'` leaves the Pushgateway push unawaited (see MetricSinks.flush).
+ */
+export function flushMetricsAfter(source: DepsSource, opts: { push: 'await' | 'background' } = { push: 'await' }): middy.MiddlewareObj<unknown, unknown, Error, Context> {
   const flush = async (request: middy.Request<unknown, unknown, Error, Context>) => {
     // A failed cold start has no sinks; its error is the invocation's, not this middleware's.
     const deps = await Promise.resolve().then(source).catch(() => undefined)
     if (!deps) return
     // The sinks log and swallow their own failures; none may fail the invocation.
-    await deps.sinks.flush(forInvocation(deps, request.context).log)
+    await deps.sinks.flush(forInvocation(deps, request.context).log, opts)
   }
   return { after: flush, onError: flush }
 }

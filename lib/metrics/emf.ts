@@ -12,8 +12,12 @@ import { PROJECT_LABEL, type Metrics, type SweeperGauges } from './registry.js'
  *   percentiles are real.
  * - `absolute`: the sweeper's exact gauges, written every pass for every active project (zeros
  *   included), so missing data on them means the sweeper is not running; except the paused-target
- *   gauges, written only while a target is paused. The heartbeat timestamp is
- *   left out: CloudWatch alarms cannot compare a value with "now".
+ *   gauges, written only while a target is paused. The heartbeat is written as its age at the
+ *   pass (CloudWatch alarms cannot compare a timestamp with "now").
+ *
+ * Every document also carries the `service` dimension (Powertools' model), and each metric is
+ * written twice: under its own dimensions and as a rollup under `service` alone (plus `Reason`
+ * where it has one), which is what the template's alarms read (serverless.yml).
  */
 export const EMF_METRICS = [
   { name: 'EventsEnqueued', source: 'contember_actions_events_enqueued_total', kind: 'delta', unit: 'Count', dimensions: ['Project'], statistic: 'Sum', meaning: 'events written by enqueue' },
@@ -24,6 +28,7 @@ export const EMF_METRICS = [
   { name: 'TargetsHeld', source: 'contember_actions_targets_held_total', kind: 'delta', unit: 'Count', dimensions: ['Project'], statistic: 'Sum', meaning: 'targets a drain held back (a stored schema it cannot run, or no time left for its timeout)' },
   { name: 'MetricsPushFailed', source: 'contember_actions_metrics_push_failed_total', kind: 'delta', unit: 'Count', dimensions: [], statistic: 'Sum', meaning: 'failed pushes to the Pushgateway' },
   { name: 'DeliveryDuration', source: 'contember_actions_delivery_duration_seconds', kind: 'values', unit: 'Seconds', dimensions: ['Project'], statistic: 'p99, Maximum, Average', meaning: 'duration of webhook delivery requests (one per batch)' },
+  { name: 'HeartbeatAgeSeconds', source: 'contember_actions_worker_heartbeat_timestamp_seconds', kind: 'absolute', unit: 'Seconds', dimensions: ['Project'], statistic: 'Maximum', meaning: 'time since dispatch last made progress on a project with due events (0 while nothing is due)' },
   { name: 'DueEvents', source: 'contember_actions_due_events', kind: 'absolute', unit: 'Count', dimensions: ['Project', 'State'], statistic: 'Maximum', meaning: 'events due for delivery now, counted by the sweeper' },
   { name: 'OldestDueEventAgeSeconds', source: 'contember_actions_oldest_due_event_age_seconds', kind: 'absolute', unit: 'Seconds', dimensions: ['Project'], statistic: 'Maximum', meaning: 'age of the oldest due event (time since it became due)' },
   { name: 'FailedEvents', source: 'contember_actions_failed_events', kind: 'absolute', unit: 'Count', dimensions: ['Project'], statistic: 'Maximum', meaning: 'events in the terminal failed state, awaiting an operator' },
@@ -43,6 +48,11 @@ export const MAX_VALUES_PER_METRIC = 100
  */
 export const MAX_BUFFERED_DURATIONS = 10_000
 
+/** The `service` dimension's value: the serverless service name, which the template's alarms name too. */
+export const EMF_SERVICE = 'contember-actions'
+/** Dimensions a rollup keeps besides the defaults: few values, and the alarms tell them apart. */
+const ROLLUP_DIMENSIONS = new Set(['Reason'])
+
 /** Prometheus label → CloudWatch dimension (today's names; other labels become PascalCase). */
 const DIMENSION_NAMES: Record<string, string> = { [PROJECT_LABEL]: 'Project', state: 'State' }
 const NAME_PREFIX = 'contember_actions_'
@@ -53,8 +63,9 @@ export type Datum = { name: string; unit: EmfUnit; dimensions: Record<string, st
 /**
  * EMF documents for `data`: one per set of dimension values (a document holds one value per
  * dimension key), and further ones when a metric has more than 100 values. Each is one log line.
+ * With `defaults`, every document carries them and a second dimension set, the rollup.
  */
-export function emfDocuments(namespace: string, timestamp: number, data: readonly Datum[]): Fields[] {
+export function emfDocuments(namespace: string, timestamp: number, data: readonly Datum[], defaults: Record<string, string> = {}): Fields[] {
   type Group = { dimensions: Record<string, string>; metrics: Map<string, { unit: EmfUnit; values: number[] }> }
   const groups = new Map<string, Group>()
   for (const d of data) {
@@ -68,20 +79,29 @@ export function emfDocuments(namespace: string, timestamp: number, data: readonl
   }
   const docs: Fields[] = []
   for (const { dimensions, metrics } of groups.values()) {
+    const sets = dimensionSets(Object.keys(dimensions), Object.keys(defaults))
     const longest = Math.max(...[...metrics.values()].map(m => m.values.length))
     for (let from = 0; from < longest; from += MAX_VALUES_PER_METRIC) {
       const part = [...metrics].map(([name, m]) => ({ name, unit: m.unit, values: m.values.slice(from, from + MAX_VALUES_PER_METRIC) })).filter(m => m.values.length > 0)
       docs.push({
         _aws: {
           Timestamp: timestamp,
-          CloudWatchMetrics: [{ Namespace: namespace, Dimensions: [Object.keys(dimensions)], Metrics: part.map(m => ({ Name: m.name, Unit: m.unit })) }],
+          CloudWatchMetrics: [{ Namespace: namespace, Dimensions: sets, Metrics: part.map(m => ({ Name: m.name, Unit: m.unit })) }],
         },
+        ...defaults,
         ...dimensions,
         ...Object.fromEntries(part.map(m => [m.name, m.values.length === 1 ? m.values[0] : m.values])),
       })
     }
   }
   return docs
+}
+
+/** The document's own dimension set, and with defaults the rollup: the defaults and the dimensions a rollup keeps. */
+function dimensionSets(own: string[], defaults: string[]): string[][] {
+  if (defaults.length === 0) return [own]
+  const rollup = [...defaults, ...own.filter(k => ROLLUP_DIMENSIONS.has(k))]
+  return rollup.length === defaults.length + own.length ? [rollup] : [[...own, ...defaults], rollup]
 }
 
 export type EmfSink = {
@@ -97,13 +117,13 @@ export type EmfSink = {
  * Writes metrics as EMF lines through the invocation's logger (stdout in Lambda): CloudWatch Logs
  * turns them into metrics, with no API call, no IAM permission and no added latency.
  */
-export function createEmfSink(namespace: string): EmfSink {
+export function createEmfSink(namespace: string, defaults: Record<string, string> = { service: EMF_SERVICE }): EmfSink {
   const deltas = counterDeltas()
   let durations = new Map<string, number[]>()
   let buffered = 0
   let dropped = 0
   const write = (data: Datum[], log: Logger) => {
-    for (const doc of emfDocuments(namespace, Date.now(), data)) log.emit(doc)
+    for (const doc of emfDocuments(namespace, Date.now(), data, defaults)) log.emit(doc)
   }
   return {
     tap: metrics => ({
@@ -173,8 +193,9 @@ function counterDeltas(): (registry: Registry) => Promise<Datum[]> {
   }
 }
 
-/** The sweeper gauges written as absolute values (the heartbeat is left out, see EMF_METRICS). */
+/** The sweeper gauges written as absolute values (the heartbeat as its age, see EMF_METRICS). */
 const GAUGES = [
+  { key: 'heartbeat', name: 'HeartbeatAgeSeconds', unit: 'Seconds' },
   { key: 'dueEvents', name: 'DueEvents', unit: 'Count' },
   { key: 'oldestDueAge', name: 'OldestDueEventAgeSeconds', unit: 'Seconds' },
   { key: 'failedEvents', name: 'FailedEvents', unit: 'Count' },
@@ -186,9 +207,14 @@ const GAUGES = [
 
 async function gaugeData(gauges: SweeperGauges): Promise<Datum[]> {
   const out: Datum[] = []
+  const nowSeconds = Date.now() / 1000
   for (const g of GAUGES) {
     const { values } = await gauges[g.key].get()
-    for (const v of values) out.push({ name: g.name, unit: g.unit, dimensions: dimensionsOf(v.labels), values: [v.value] })
+    for (const v of values) {
+      // The heartbeat is a Unix time from the database clock; a little skew must not make its age negative.
+      const value = g.key === 'heartbeat' ? Math.max(0, Math.round(nowSeconds - v.value)) : v.value
+      out.push({ name: g.name, unit: g.unit, dimensions: dimensionsOf(v.labels), values: [value] })
+    }
   }
   return out
 }

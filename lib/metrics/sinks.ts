@@ -8,8 +8,13 @@ import { createCounterPusher, pushSweeperGauges } from './push.js'
 export type MetricSinks = {
   /** This environment's grouping-key instance (the sweeper never deletes its own group as stale). */
   instance: string
-  /** End of an invocation: counters (and EMF durations) to every enabled sink. Never throws. */
-  flush(log: Logger): Promise<void>
+  /**
+   * End of an invocation: counters (and EMF durations) to every enabled sink. Never throws. With
+   * `push: 'background'` (enqueue, on a caller's request path) the Pushgateway push is started and
+   * not awaited: the EMF lines are written at once, the push finishes in the background (or when a
+   * frozen environment thaws); counters are cumulative, so a push that never lands is made up by the next.
+   */
+  flush(log: Logger, opts?: { push: 'await' | 'background' }): Promise<void>
   /** The sweeper's gauges to every enabled sink, once per pass. Never throws. */
   gauges(gauges: SweeperGauges, log: Logger): Promise<void>
 }
@@ -22,11 +27,17 @@ export function createMetricSinks(config: Config, base: Metrics): { metrics: Met
   const emf = config.CLOUDWATCH_METRICS ? createEmfSink(config.CLOUDWATCH_NAMESPACE) : undefined
   const metrics = emf ? emf.tap(base) : base
   const pusher = createCounterPusher(config, metrics)
+  // At most one background push in flight: against a Pushgateway that hangs, pushes must not pile up.
+  let background: Promise<void> | undefined
   return {
     metrics,
     sinks: {
       instance: pusher.instance,
-      flush: async log => {
+      flush: async (log, opts = { push: 'await' }) => {
+        if (opts.push === 'background') {
+          background ??= pusher.push(log).finally(() => { background = undefined })
+          return emf?.flush(metrics.registry, log)
+        }
         // The push first: a failed push is counted, and that count goes out in this invocation's EMF line.
         await pusher.push(log)
         await emf?.flush(metrics.registry, log)

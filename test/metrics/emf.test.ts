@@ -4,7 +4,7 @@ import { createHandler as createDispatch } from '../../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../../functions/enqueue.js'
 import { createHandler as createSweeper } from '../../functions/sweeper.js'
 import { createMetrics } from '../../lib/metrics/registry.js'
-import { cloudWatchName, EMF_METRICS, emfDocuments, MAX_VALUES_PER_METRIC } from '../../lib/metrics/emf.js'
+import { cloudWatchName, EMF_METRICS, EMF_SERVICE, emfDocuments, MAX_VALUES_PER_METRIC } from '../../lib/metrics/emf.js'
 import { schemaFor } from '../helpers/events.js'
 import { createContext } from '../helpers/lambda.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
@@ -64,9 +64,9 @@ function emfProblems(line: string): string[] {
 type Emf = Record<string, unknown> & { _aws: { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][]; Metrics: Array<{ Name: string; Unit: string }> }> } }
 const emfLines = (lines: string[]) => lines.filter(l => l.includes('"_aws"'))
 const docs = (lines: string[]) => emfLines(lines).map(l => JSON.parse(l) as Emf)
-/** Every (metric, dimension values) → value found in the documents. */
+/** Every (metric, own dimension values) → value found in the documents; the `service` default is checked apart. */
 const values = (documents: Emf[]) => documents.flatMap(doc => doc._aws.CloudWatchMetrics.flatMap(d => d.Metrics.map(m => ({
-  name: m.Name, unit: m.Unit, dims: d.Dimensions[0]?.map(k => `${k}=${String(doc[k])}`).join(',') ?? '', value: doc[m.Name],
+  name: m.Name, unit: m.Unit, dims: d.Dimensions[0]?.filter(k => k !== 'service').map(k => `${k}=${String(doc[k])}`).join(',') ?? '', value: doc[m.Name],
 }))))
 
 describe('the EMF writer', () => {
@@ -93,6 +93,20 @@ describe('the EMF writer', () => {
     expect(parsed[1]).not.toHaveProperty('EventsEnqueued')
     expect(parsed[3]).toMatchObject({ MetricsPushFailed: 2 })
     expect(parsed[3]?._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([[]])
+  })
+
+  it('adds default dimensions to every document and a rollup set that keeps only them and Reason', () => {
+    const out = emfDocuments('Test/NS', 1_700_000_000_000, [
+      { name: 'EventsFailed', unit: 'Count', dimensions: { Project: 'a' }, values: [1] },
+      { name: 'PausedTargetEvents', unit: 'Count', dimensions: { Project: 'a', Target: 't', Reason: 'down' }, values: [4] },
+      { name: 'MetricsPushFailed', unit: 'Count', dimensions: {}, values: [2] },
+    ], { service: 'svc' }).map(d => JSON.stringify(d))
+    for (const line of out) expect(emfProblems(line), line).toEqual([])
+    expect(docs(out).map(d => [d.service, d._aws.CloudWatchMetrics[0]?.Dimensions])).toEqual([
+      ['svc', [['Project', 'service'], ['service']]],
+      ['svc', [['Project', 'Target', 'Reason', 'service'], ['service', 'Reason']]],
+      ['svc', [['service']]],
+    ])
   })
 
   it('names every counter and histogram of the registry as documented, so a new one cannot go out unnamed', async () => {
@@ -136,6 +150,13 @@ describe('EMF lines from the handlers', () => {
     for (const line of lines) expect(emfProblems(line), line).toEqual([])
     const parsed = docs(logs.lines)
     expect(new Set(parsed.flatMap(d => d._aws.CloudWatchMetrics.map(c => c.Namespace)))).toEqual(new Set(['Wired/Actions']))
+    // Powertools' model: a service dimension on every document, and a rollup under it (what the template's alarms read).
+    for (const doc of parsed) {
+      expect(doc.service).toBe(EMF_SERVICE)
+      const sets = doc._aws.CloudWatchMetrics[0]?.Dimensions ?? []
+      expect(sets.at(-1)?.filter(k => k !== 'Reason')).toEqual(['service'])
+      if (sets.length > 1) expect(sets[0]).toContain('service')
+    }
     const byRequest = (ctx: { awsRequestId: string }) => values(parsed.filter(d => d.awsRequestId === ctx.awsRequestId))
 
     expect(byRequest(enqueueCtx)).toEqual([{ name: 'EventsEnqueued', unit: 'Count', dims: 'Project=emf', value: 5 }])
@@ -150,6 +171,9 @@ describe('EMF lines from the handlers', () => {
     expect(swept).toContainEqual({ name: 'DueEvents', unit: 'Count', dims: 'Project=emf,State=created', value: 0 })
     expect(swept).toContainEqual({ name: 'FailedEvents', unit: 'Count', dims: 'Project=emf', value: 0 })
     expect(swept).toContainEqual({ name: 'OldestDueEventAgeSeconds', unit: 'Seconds', dims: 'Project=emf', value: 0 })
+    // Nothing is due after the drain: the heartbeat is the pass time, so its age is (about) zero.
+    const age = swept.find(v => v.name === 'HeartbeatAgeSeconds' && v.dims === 'Project=emf')?.value
+    expect(typeof age === 'number' && age >= 0 && age <= 5).toBe(true)
   })
 
   it('write nothing when an invocation changed no counter', async () => {

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'
@@ -13,6 +14,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js'
 import { testEnv, type TestEnv } from '../helpers/runtime.js'
 import { schemaFor } from '../helpers/events.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
+import { until } from '../helpers/wait.js'
 
 describe('metric series', () => {
   it('creates no series for zero increments and observes delivery durations per project', async () => {
@@ -119,6 +121,8 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
     try {
       const res = await createEnqueue(() => deps)({ project: 'm1', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, createContext())
       expect(res.eventIds).toHaveLength(1)
+      // Enqueue does not await its push (see the next describe): the refusal is logged a moment later.
+      await until('the failed push', () => logs.records().some(r => r.msg === 'Could not push metrics to the Pushgateway'))
     } finally {
       logs.restore()
       await closeDeps(deps)
@@ -130,3 +134,47 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
   })
 })
 
+
+describe('enqueue on its caller\'s request path', () => {
+  let env: TestEnv
+  let gateway: Server
+  const sockets = new Set<Socket>()
+  let received = ''
+  beforeAll(async () => {
+    env = await testEnv()
+    // A Pushgateway that accepts connections, reads what it is sent and never answers.
+    gateway = createServer(socket => {
+      sockets.add(socket)
+      socket.on('data', chunk => { received += chunk.toString('latin1') })
+      socket.on('close', () => sockets.delete(socket))
+    })
+    await new Promise<void>(resolve => gateway.listen(0, '127.0.0.1', resolve))
+  })
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy()
+    await new Promise(resolve => gateway.close(resolve))
+    await env.close()
+  })
+
+  it('returns before its Pushgateway push could have completed, and the push still goes out', async () => {
+    const { port } = gateway.address() as AddressInfo
+    // A long push timeout: an awaited push would hold enqueue for all of it.
+    const config = loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, PUSHGATEWAY_URL: `http://127.0.0.1:${port}`, PUSHGATEWAY_TIMEOUT_MS: '60000' })
+    const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
+    try {
+      await schemaFor(env.deps, 'hang', { t: { url: 'http://127.0.0.1:9' } })
+      for (let i = 0; i < 2; i++) {
+        const res = await createEnqueue(() => deps)({ project: 'hang', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload(i) }] }, createContext())
+        expect(res.eventIds).toHaveLength(1)
+      }
+      // Both enqueues have returned; the gateway has answered nothing, so no push has completed,
+      // yet one was started: its request arrives, and it is still open.
+      await until('the push request', () => received.includes('contember_actions_events_enqueued_total'))
+      expect(received).toMatch(/^POST \/metrics\/job@base64\//)
+      expect(sockets.size).toBe(1)
+      expect((await deps.metrics.registry.getMetricsAsJSON()).find(m => m.name === 'contember_actions_metrics_push_failed_total')?.values[0]?.value ?? 0).toBe(0)
+    } finally {
+      await closeDeps(deps)
+    }
+  })
+})
