@@ -9,23 +9,17 @@ import type { ClaimedEvent } from '../../lib/events.js'
 import { MAX_RESPONSE_BYTES } from '../../lib/delivery/response.js'
 import { addressTarget, deliver, type Delivery } from '../../lib/delivery/webhook.js'
 import type { WebhookTarget } from '../../lib/schema/actions.js'
-import { startReceiver, type Receiver, type ReceivedRequest } from '../helpers/receiver.js'
+import { useReceiver } from '../helpers/harness.js'
+import { headerLines, type ReceivedRequest } from '../helpers/receiver.js'
 import { logCapture } from '../helpers/runtime.js'
 
-let rx: Receiver
+const rx = useReceiver()
 let http: Agent
 const { log } = logCapture()
 const MiB = 1024 * 1024
 
-beforeAll(async () => {
-  rx = await startReceiver()
-  http = new Agent({ keepAliveTimeout: 10_000 })
-})
-afterAll(async () => {
-  await http.close()
-  await rx.close()
-})
-beforeEach(() => { rx.requests.length = 0 })
+beforeAll(() => { http = new Agent({ keepAliveTimeout: 10_000 }) })
+afterAll(async () => { await http.close() })
 
 const events: ClaimedEvent[] = [1, 2, 3].map(i => ({
   id: `0f8fad5b-d9cb-469f-a165-70867728950${i}`, transaction_id: '7f1b6a8e-3b1c-4a55-9d63-0c3f1d2e4a10', num_retries: 0,
@@ -223,8 +217,7 @@ describe('the request', () => {
   beforeEach(() => {
     rawHeaders = []
     rx.respond((_, res) => {
-      const raw = res.req.rawHeaders
-      rawHeaders = Array.from({ length: raw.length / 2 }, (_, i): [string, string] => [raw[2 * i] ?? '', raw[2 * i + 1] ?? ''])
+      rawHeaders = headerLines(res)
       res.end()
     })
   })

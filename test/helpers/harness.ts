@@ -54,7 +54,7 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
   let rx: Receiver | undefined
   let pushgateway: RunningPushgateway | undefined
   const named = new Map<string, Receiver>()
-  const responders = new Map<Receiver, Responder>()
+  const started = receiverSet()
   const prefix = options.project ?? 'p'
   let n = 0
   let project = `${prefix}${n}`
@@ -63,30 +63,20 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
     if (value === undefined) throw new Error(`harness: ${what} is not started (used before beforeAll, or not asked for)`)
     return value
   }
-  const start = async (responder: true | Responder): Promise<Receiver> => {
-    const r = responder === true ? ok : responder
-    const receiver = await startReceiver(r)
-    responders.set(receiver, r)
-    return receiver
-  }
-
   beforeAll(async () => {
     if (options.pushgateway) pushgateway = await startPushgateway()
     const config = typeof options.config === 'function' ? options.config(pushgateway ? { pushgateway } : {}) : options.config
     env = await testEnv({ ...(pushgateway ? { PUSHGATEWAY_URL: pushgateway.url } : {}), ...config })
-    if (options.receiver) rx = await start(options.receiver)
-    for (const [name, responder] of Object.entries<true | Responder>(options.receivers ?? {})) named.set(name, await start(responder))
+    if (options.receiver) rx = await started.start(options.receiver)
+    for (const [name, responder] of Object.entries<true | Responder>(options.receivers ?? {})) named.set(name, await started.start(responder))
   })
   beforeEach(async () => {
     project = `${prefix}${++n}`
-    for (const [receiver, responder] of responders) {
-      receiver.requests.length = 0
-      receiver.respond(responder)
-    }
+    started.reset()
     await env?.queue.drain()
   })
   afterAll(async () => {
-    for (const receiver of responders.keys()) await receiver.close()
+    await started.close()
     await env?.close()
     await pushgateway?.stop()
   })
@@ -105,6 +95,48 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
     cliEnv: () => {
       const { db, queue } = ready('deps', env)
       return { DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, AWS_ENDPOINT_URL_SQS: queue.endpoint, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' }
+    },
+  }
+}
+
+/** One receiver for tests that need nothing else; before every test it forgets its requests and answers with `responder` again. */
+export function useReceiver(responder: true | Responder = true): Receiver {
+  let rx: Receiver | undefined
+  const started = receiverSet()
+  beforeAll(async () => { rx = await started.start(responder) })
+  beforeEach(() => started.reset())
+  afterAll(() => started.close())
+  const ready = (): Receiver => {
+    if (!rx) throw new Error('harness: the receiver is not started yet (used before beforeAll)')
+    return rx
+  }
+  return {
+    get url() { return ready().url },
+    get requests() { return ready().requests },
+    eventIds: () => ready().eventIds(),
+    respond: r => ready().respond(r),
+    close: () => ready().close(),
+  }
+}
+
+/** Receivers started for one file, each with the responder it returns to before every test. */
+function receiverSet() {
+  const responders = new Map<Receiver, Responder>()
+  return {
+    start: async (responder: true | Responder): Promise<Receiver> => {
+      const r = responder === true ? ok : responder
+      const receiver = await startReceiver(r)
+      responders.set(receiver, r)
+      return receiver
+    },
+    reset: () => {
+      for (const [receiver, responder] of responders) {
+        receiver.requests.length = 0
+        receiver.respond(responder)
+      }
+    },
+    close: async () => {
+      for (const receiver of responders.keys()) await receiver.close()
     },
   }
 }
