@@ -1,29 +1,22 @@
 import { randomUUID } from 'node:crypto'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/enqueue.js'
 import { countStatements } from '../helpers/statements.js'
 import { storeSchema } from '../../lib/db/schemas.js'
 import { createDeps } from '../../lib/deps.js'
 import { EnqueueValidationError } from '../../lib/enqueue/errors.js'
 import { createContext } from '../helpers/lambda.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
 import { sqsClient } from '../helpers/sqs.js'
 import { createPayload, sampleSchema, TX } from '../fixtures/schemas.js'
 
-let env: TestEnv
-let handler: ReturnType<typeof createHandler>
-
+const env = useHarness()
+const handler = createHandler(() => env.deps)
 beforeAll(async () => {
-  env = await testEnv()
-  handler = createHandler(() => env.deps)
   await storeSchema(env.db.pool, 'blog', sampleSchema())
   await storeSchema(env.db.pool, 'shop', sampleSchema())
 })
-afterAll(async () => { await env.close() })
-beforeEach(async () => {
-  await env.db.pool.query('DELETE FROM actions_event')
-  await env.queue.drain()
-})
+beforeEach(async () => { await env.db.pool.query('DELETE FROM actions_event') })
 
 const invoke = (event: unknown) => handler(event, createContext())
 const rowCount = async () => Number((await env.db.pool.query('SELECT count(*) AS n FROM actions_event')).rows[0].n)

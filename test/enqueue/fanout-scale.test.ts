@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
 import { enqueueWithin } from '../../lib/enqueue/within.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 import { TX } from '../fixtures/schemas.js'
 
 // Fan-out at the scale of a large content model: one request of 10,000 mutations against 5,000 basic
@@ -14,9 +14,8 @@ const MUTATIONS = 10_000
 const ENTITIES = 100
 const name = (i: number) => `t${String(i).padStart(4, '0')}`
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 beforeAll(async () => {
-  db = await freshDatabase()
   // Trigger i listens to Entity<i>: creates, updates of `title`, and deletes when i is even. One more trigger on
   // Entity0 comes last, after a watch trigger on it (never fired by a mutation), so schema order shows.
   const triggers: Record<string, unknown> = {}
@@ -28,7 +27,6 @@ beforeAll(async () => {
   const targets = Object.fromEntries(Array.from({ length: TARGETS }, (_, i) => [`hook${i}`, { type: 'webhook', name: `hook${i}`, url: `https://hooks.example.com/${i}` }]))
   await storeSchema(db.pool, 'big', { targets, triggers })
 })
-afterAll(async () => { await db.drop() })
 
 type Spec = { trigger: number | undefined; op: 'create' | 'update changed' | 'update unchanged' | 'delete' }
 const OPS: ReadonlyArray<Spec['op']> = ['create', 'update changed', 'update unchanged', 'delete']

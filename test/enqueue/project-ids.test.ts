@@ -1,32 +1,20 @@
 // Ids are the project's own (issue 21): one tenant can neither refuse another's request by sending its
 // ids first nor collide with it through mutation fan-out. Real Postgres, queue and receiver.
 import { randomUUID } from 'node:crypto'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { main } from '../../lib/cli/main.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { derivedId } from '../../lib/enqueue/within.js'
 import { enqueue } from '../../lib/enqueue.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 import { schemaFor } from '../helpers/events.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 
-let env: TestEnv
-let rx: Receiver
+const env = useHarness({ receiver: true })
 beforeAll(async () => {
-  env = await testEnv()
-  rx = await startReceiver()
-  for (const project of ['a', 'b']) await schemaFor(env.deps, project, { t: { url: rx.url } })
+  for (const project of ['a', 'b']) await schemaFor(env.deps, project, { t: { url: env.rx.url } })
 })
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(async () => {
-  rx.requests.length = 0
-  await env.db.pool.query('DELETE FROM actions_event')
-})
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
+beforeEach(async () => { await env.db.pool.query('DELETE FROM actions_event') })
 const rows = async (id: string) =>
   (await env.db.pool.query<{ project: string; state: string; num_retries: number }>('SELECT project, state, num_retries FROM actions_event WHERE id = $1 ORDER BY project', [id])).rows
 
@@ -38,9 +26,9 @@ describe('event ids scoped to their project', () => {
     }
     // Idempotency within a project holds as before: a retried request writes nothing.
     expect(await enqueue(env.deps, { project: 'a', transactionId: TX, events: [{ id, trigger: 'to_t', payload: createPayload(1) }] })).toMatchObject({ written: 0, eventIds: [id] })
-    expect(await drainProject(env.deps, 'a', forever)).toMatchObject({ succeeded: 1 })
-    expect(await drainProject(env.deps, 'b', forever)).toMatchObject({ succeeded: 1 })
-    expect(rx.eventIds()).toEqual([id, id])
+    expect(await drainProject(env.deps, 'a', FOREVER)).toMatchObject({ succeeded: 1 })
+    expect(await drainProject(env.deps, 'b', FOREVER)).toMatchObject({ succeeded: 1 })
+    expect(env.rx.eventIds()).toEqual([id, id])
     expect(await rows(id)).toEqual([{ project: 'a', state: 'succeed', num_retries: 1 }, { project: 'b', state: 'succeed', num_retries: 1 }])
   })
 

@@ -1,27 +1,16 @@
-import type { SQSEvent } from 'aws-lambda'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/dispatch.js'
 import { withTransaction } from '../../lib/db/pool.js'
 import { enqueueWithin, signalAfterCommit } from '../../lib/enqueue/within.js'
 import { EnqueueValidationError } from '../../lib/enqueue/errors.js'
-import { createContext } from '../helpers/lambda.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { createContext, sqsEvent } from '../helpers/lambda.js'
+import { useHarness } from '../helpers/harness.js'
 import { schemaFor } from '../helpers/events.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 
 // The README's example: a producer writes events in its own content transaction.
-let env: TestEnv
-let rx: Receiver
-beforeAll(async () => {
-  env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '1000' })
-  rx = await startReceiver()
-  await schemaFor(env.deps, 'tx', { t: { url: rx.url } })
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
+const env = useHarness({ config: { DISPATCH_TIME_MARGIN_MS: '1000' }, receiver: true })
+beforeAll(async () => { await schemaFor(env.deps, 'tx', { t: { url: env.rx.url } }) })
 const rows = async () => (await env.db.pool.query<{ id: string }>(`SELECT id FROM actions_event WHERE project = 'tx'`)).rows.map(r => r.id)
 const request = (n: number) => ({ project: 'tx', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload(n) }] })
 
@@ -43,10 +32,9 @@ describe('enqueueWithin', () => {
     const signals = await env.queue.drain()
     expect(signals).toEqual([{ project: 'tx' }])
     const dispatch = createHandler(() => env.deps)
-    const event: SQSEvent = { Records: [] }
-    await dispatch({ ...event, Records: [{ messageId: 'm', receiptHandle: 'r', body: JSON.stringify(signals[0]), attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1' }] }, createContext())
-    expect(rx.eventIds()).toEqual(result.eventIds)
-    expect(rx.requests[0]?.body.events[0]).toMatchObject(createPayload(2))
+    await dispatch(sqsEvent(JSON.stringify(signals[0])), createContext())
+    expect(env.rx.eventIds()).toEqual(result.eventIds)
+    expect(env.rx.requests[0]?.body.events[0]).toMatchObject(createPayload(2))
   })
 
   it('throws a validation error inside the transaction and leaves the rest of it to the caller', async () => {
