@@ -1,7 +1,7 @@
 import middy from '@middy/core'
 import type { Context } from 'aws-lambda'
 import { sweep, type SweepResult } from '../lib/sweeper/sweep.js'
-import { coldStartDeps, flushMetricsAfter, forInvocation, type DepsSource } from './runtime.js'
+import { closeIdleConnections, coldStartDeps, flushMetricsAfter, forInvocation, type DepsSource } from './runtime.js'
 
 /** Builds the sweeper handler over its dependencies; the deployed one uses the cold-start ones. */
 export const createHandler = (source: DepsSource, hooks: { onSweep?: (result: SweepResult) => void } = {}) =>
@@ -9,6 +9,8 @@ export const createHandler = (source: DepsSource, hooks: { onSweep?: (result: Sw
     const deps = forInvocation(await source(), context)
     const result = await sweep(deps, { remainingMs: () => context.getRemainingTimeInMillis(), ownInstance: deps.sinks.instance })
     hooks.onSweep?.(result)
+    // One pass a minute: its connections would sit idle (frozen) until the next one.
+    await closeIdleConnections(deps.db)
     return { projects: result.projects.length, signals: result.signals, deletedResolved: result.deletedResolved, deletedGroups: result.deletedGroups }
   }).use(flushMetricsAfter(source))
 

@@ -18,33 +18,29 @@ export type Metrics = ReturnType<typeof createMetrics>
  */
 export function createMetrics() {
   const registry = new Registry()
-  const labelNames: ProjectLabel[] = [PROJECT_LABEL]
   const registers = [registry]
-  const eventsEnqueued = new Counter({
-    registers, labelNames,
-    name: 'contember_actions_events_enqueued_total',
-    help: 'Total number of action events written to the queue (inflow), by contember_project.',
-  })
-  const eventsSucceeded = new Counter({
-    registers, labelNames,
-    name: 'contember_actions_events_succeeded_total',
-    help: 'Total number of action events delivered successfully, by contember_project.',
-  })
-  const deliveryAttemptsFailed = new Counter({
-    registers, labelNames,
-    name: 'contember_actions_delivery_attempts_failed_total',
-    help: 'Total number of failed webhook delivery attempts (including attempts that will be retried), by contember_project.',
-  })
-  const eventsFailed = new Counter({
-    registers, labelNames,
-    name: 'contember_actions_events_failed_total',
-    help: 'Total number of action events that reached a terminal failed state (retries exhausted or unknown target), by contember_project.',
-  })
-  const workerCrashed = new Counter({
-    registers, labelNames,
-    name: 'contember_actions_worker_crashed_total',
-    help: 'Total number of drains of a contember_project that dispatch abandoned on an error (count; SQS redelivers the signal, the sweeper re-drives the events). Invocations killed by a Lambda timeout or out of memory cannot count themselves.',
-  })
+  const labelNames: ProjectLabel[] = [PROJECT_LABEL]
+  const counter = (name: string, help: string) => new Counter({ registers, labelNames, name, help })
+  const eventsEnqueued = counter(
+    'contember_actions_events_enqueued_total',
+    'Total number of action events written to the queue (inflow), by contember_project.',
+  )
+  const eventsSucceeded = counter(
+    'contember_actions_events_succeeded_total',
+    'Total number of action events delivered successfully, by contember_project.',
+  )
+  const deliveryAttemptsFailed = counter(
+    'contember_actions_delivery_attempts_failed_total',
+    'Total number of failed webhook delivery attempts (including attempts that will be retried), by contember_project.',
+  )
+  const eventsFailed = counter(
+    'contember_actions_events_failed_total',
+    'Total number of action events that reached a terminal failed state (retries exhausted or unknown target), by contember_project.',
+  )
+  const workerCrashed = counter(
+    'contember_actions_worker_crashed_total',
+    'Total number of drains of a contember_project that dispatch abandoned on an error (count; SQS redelivers the signal, the sweeper re-drives the events). Invocations killed by a Lambda timeout or out of memory cannot count themselves.',
+  )
   const deliveryDuration = new Histogram({
     registers, labelNames,
     name: 'contember_actions_delivery_duration_seconds',
@@ -56,26 +52,32 @@ export function createMetrics() {
     name: 'contember_actions_metrics_push_failed_total',
     help: 'Total number of failed pushes of this environment\'s metrics to the Pushgateway (pushed with the next successful one).',
   })
-  const targetsHeld = new Counter({
-    registers, labelNames,
-    name: 'contember_actions_targets_held_total',
-    help: 'Total number of targets a drain held back, one per target and drain (the target breaks a limit of the stored schema or its timeout does not fit the invocation; its events wait, unclaimed), by contember_project.',
-  })
-  const forProject = (project: string) => {
+  const targetsHeld = counter(
+    'contember_actions_targets_held_total',
+    'Total number of targets a drain held back, one per target and drain (the target breaks a limit of the stored schema or its timeout does not fit the invocation; its events wait, unclaimed), by contember_project.',
+  )
+  const counters = { eventsEnqueued, eventsSucceeded, deliveryAttemptsFailed, eventsFailed, workerCrashed }
+  return { registry, forProject: projectView(counters, targetsHeld, deliveryDuration), pushFailures, counters }
+}
+
+type ProjectCounter = Counter<ProjectLabel>
+
+/** The per-project recorders over the registry's series, so call sites never repeat the label. */
+function projectView(c: Record<'eventsEnqueued' | 'eventsSucceeded' | 'deliveryAttemptsFailed' | 'eventsFailed' | 'workerCrashed', ProjectCounter>, targetsHeld: ProjectCounter, deliveryDuration: Histogram<ProjectLabel>) {
+  return (project: string) => {
     const labels = { [PROJECT_LABEL]: project }
     // Zero increments would create a series with value 0 for every project touched; the seed avoids that.
-    const add = (counter: Counter<ProjectLabel>) => (n: number) => { if (n > 0) counter.inc(labels, n) }
+    const add = (counter: ProjectCounter) => (n: number) => { if (n > 0) counter.inc(labels, n) }
     return {
-      enqueued: add(eventsEnqueued),
-      succeeded: add(eventsSucceeded),
-      deliveryAttemptFailed: add(deliveryAttemptsFailed),
-      failed: add(eventsFailed),
-      crashed: () => workerCrashed.inc(labels, 1),
+      enqueued: add(c.eventsEnqueued),
+      succeeded: add(c.eventsSucceeded),
+      deliveryAttemptFailed: add(c.deliveryAttemptsFailed),
+      failed: add(c.eventsFailed),
+      crashed: () => c.workerCrashed.inc(labels, 1),
       deliveryDuration: (seconds: number) => deliveryDuration.observe(labels, seconds),
       targetsHeld: add(targetsHeld),
     }
   }
-  return { registry, forProject, pushFailures, counters: { eventsEnqueued, eventsSucceeded, deliveryAttemptsFailed, eventsFailed, workerCrashed } }
 }
 
 /** Per-project metrics view, so call sites never repeat the label. */

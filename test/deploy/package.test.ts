@@ -1,12 +1,14 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import { execFile } from 'node:child_process'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { accessSync, constants } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { inflateRawSync } from 'node:zlib'
 import { configSchema, loadConfig } from '../../lib/config.js'
+import { EMF_METRICS } from '../../lib/metrics/emf.js'
 
 // Packages serverless.yml exactly as `npm run package` does and checks the CloudFormation template
 // and the artifacts it produced: what would be deployed, without deploying it.
@@ -16,6 +18,7 @@ const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 const FUNCTIONS = ['enqueue', 'dispatch', 'sweeper'] as const
 const PACKAGE_TIMEOUT_MS = 180_000
 
+type Fn = (typeof FUNCTIONS)[number]
 type Ref = { Ref: string }
 type GetAtt = { 'Fn::GetAtt': [string, string] }
 
@@ -51,9 +54,13 @@ interface Props {
   ReservedConcurrentExecutions?: number
   MaximumEventAgeInSeconds?: number
   MaximumRetryAttempts?: number
+  AlarmName?: string
+  AlarmActions?: unknown
+  OKActions?: unknown
+  Metrics?: { Id: string; MetricStat?: { Metric: { Namespace: string; MetricName: string; Dimensions: { Name: string; Value: unknown }[] } } }[]
 }
 interface Resource { Type: string; Properties?: Props }
-interface Template { Resources: Record<string, Resource>; Outputs?: Record<string, unknown> }
+interface Template { Resources: Record<string, Resource>; Outputs?: Record<string, unknown>; Parameters?: Record<string, { Default?: string }> }
 interface Statement {
   Effect: string
   Action: string | string[]
@@ -65,7 +72,8 @@ type Packaged = { dir: string; template: Template }
 
 let root: string
 let base: Packaged
-let withCloudWatch: Packaged
+let tuned: Packaged
+const TOPIC = 'arn:aws:sns:eu-central-1:123456789012:actions-alerts'
 
 /** Runs `osls package` into `dir` with no AWS credentials at all: packaging must work offline. */
 async function packageStack(dir: string, params: string[] = []): Promise<Packaged> {
@@ -93,7 +101,11 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'actions-package-'))
   // One after the other: serverless-esbuild builds in the repository's .esbuild/ folder.
   base = await packageStack(join(root, 'default'))
-  withCloudWatch = await packageStack(join(root, 'cloudwatch'), ['cloudwatchMetrics=true'])
+  tuned = await packageStack(join(root, 'tuned'), [
+    'cloudwatchMetrics=false', 'pushgatewayUrl=https://pushgateway.example.internal', 'lambdaRuntime=nodejs24.x', `alarmTopicArn=${TOPIC}`,
+    'enqueueReservedConcurrency=25', 'enqueueDbPoolMax=1', 'dispatchDbPoolMax=6', 'sweeperDbPoolMax=1',
+    'webhookAllowedNetworks=172.16.0.0/12', 'dbPreparedStatements=false',
+  ])
 }, 2 * PACKAGE_TIMEOUT_MS)
 
 afterAll(async () => {
@@ -150,6 +162,23 @@ function unzip(buf: Buffer): Map<string, Buffer> {
     at = next
   }
   return entries
+}
+
+/** Settings of lib/config.ts that are no params, and why. */
+const NOT_PARAMS: Record<string, string> = {
+  AWS_REGION: 'reserved: Lambda sets it',
+  AWS_LAMBDA_LOG_STREAM_NAME: 'reserved: Lambda sets it',
+  DATABASE_URL: 'a secret: held in SSM, named by DATABASE_URL_SSM_PARAMETER',
+  SIGNAL_QUEUE_URL: 'the signal queue resource',
+}
+
+/** Where the template's default deliberately differs from the schema's (the schema's suits local runs and tests). */
+const TEMPLATE_DEFAULTS: Record<string, Partial<Record<Fn, string>>> = {
+  // One transaction per enqueue invocation, one sweep at a time: 2 connections each (the connection budget).
+  DB_POOL_MAX: { enqueue: '2', sweeper: '2' },
+  // On AWS metrics are EMF lines by default; locally and in tests they are off unless asked for.
+  CLOUDWATCH_METRICS: { enqueue: 'true', dispatch: 'true', sweeper: 'true' },
+  DATABASE_URL_SSM_PARAMETER: Object.fromEntries(FUNCTIONS.map(fn => [fn, '/contember-actions/dev/database-url'])),
 }
 
 describe('osls package --stage dev', () => {
@@ -276,14 +305,32 @@ describe('osls package --stage dev', () => {
     expect(Object.keys(condition).sort()).toEqual(['kms:EncryptionContext:PARAMETER_ARN', 'kms:ViaService'])
   })
 
-  it('turns on EMF metric lines with cloudwatchMetrics=true and grants no CloudWatch permission for them', () => {
-    expect(roleStatements(withCloudWatch.template).flatMap(actionsOf).filter(a => a.startsWith('cloudwatch:'))).toEqual([])
-    expect(roleStatements(withCloudWatch.template)).toEqual(roleStatements(base.template))
+  it('writes EMF metric lines by default, the Pushgateway being optional, and grants no CloudWatch permission for them', () => {
     for (const fn of FUNCTIONS) {
-      const env = resource(withCloudWatch.template, logicalIdOf(fn)).Environment?.Variables ?? {}
+      const env = resource(base.template, logicalIdOf(fn)).Environment?.Variables ?? {}
       expect(env.CLOUDWATCH_METRICS).toBe('true')
       expect(env.CLOUDWATCH_NAMESPACE).toBe('Contember/Actions')
+      expect(env.PUSHGATEWAY_URL).toBe('')
+      const off = resource(tuned.template, logicalIdOf(fn)).Environment?.Variables ?? {}
+      expect(off.CLOUDWATCH_METRICS).toBe('false')
+      expect(off.PUSHGATEWAY_URL).toBe('https://pushgateway.example.internal')
     }
+    expect(roleStatements(base.template).flatMap(actionsOf).filter(a => a.startsWith('cloudwatch:'))).toEqual([])
+    expect(roleStatements(tuned.template)).toEqual(roleStatements(base.template))
+  })
+
+  it('caps enqueue by reserved concurrency and sizes each function\'s pool from its own param', () => {
+    const poolOf = (t: Template, fn: Fn) => resource(t, logicalIdOf(fn)).Environment?.Variables?.DB_POOL_MAX
+    expect(resource(base.template, 'EnqueueLambdaFunction').ReservedConcurrentExecutions).toBe(10)
+    expect(FUNCTIONS.map(fn => poolOf(base.template, fn))).toEqual(['2', '10', '2'])
+    expect(resource(tuned.template, 'EnqueueLambdaFunction').ReservedConcurrentExecutions).toBe(25)
+    expect(FUNCTIONS.map(fn => poolOf(tuned.template, fn))).toEqual(['1', '6', '1'])
+    // The sweeper stays a singleton whatever the params.
+    expect(resource(tuned.template, 'SweeperLambdaFunction').ReservedConcurrentExecutions).toBe(1)
+  })
+
+  it('takes the Lambda runtime from a param: nodejs24.x is accepted', () => {
+    for (const fn of FUNCTIONS) expect(resource(tuned.template, logicalIdOf(fn)).Runtime).toBe('nodejs24.x')
   })
 
   it('alarms on a non-empty DLQ and on dispatch errors', () => {
@@ -305,7 +352,7 @@ describe('osls package --stage dev', () => {
   })
 
   it('passes configuration the functions accept, and no secret', () => {
-    const known = new Set([...Object.keys(configSchema.shape), 'DATABASE_URL_SSM_PARAMETER', 'NODE_OPTIONS'])
+    const known = new Set([...Object.keys(configSchema.shape), 'NODE_OPTIONS'])
     for (const fn of FUNCTIONS) {
       const vars = resource(base.template, logicalIdOf(fn)).Environment?.Variables ?? {}
       expect(vars.SIGNAL_QUEUE_URL).toEqual(ref('SignalQueue'))
@@ -329,8 +376,101 @@ describe('osls package --stage dev', () => {
     expect(text).not.toMatch(/"[A-Z_]*(PASSWORD|SECRET|TOKEN)[A-Z_]*"\s*:/)
   })
 
+  it('notifies the alarm topic when an alarm fires and when it clears, and carries no empty ARN without one', () => {
+    const alarms = (t: Template) => ofType(t, 'AWS::CloudWatch::Alarm').map(([, a]) => a)
+    expect(tuned.template.Parameters?.AlarmTopicArn?.Default).toBe(TOPIC)
+    expect(base.template.Parameters?.AlarmTopicArn?.Default).toBe('')
+    for (const a of alarms(tuned.template)) {
+      expect(a.AlarmActions, a.AlarmName).toEqual({ 'Fn::If': ['HasAlarmTopic', [ref('AlarmTopicArn')], ref('AWS::NoValue')] })
+      expect(a.OKActions, a.AlarmName).toEqual(a.AlarmActions)
+    }
+    // Without a topic, no alarm names an empty ARN (cfn-lint's E3033 was exactly that).
+    for (const [, a] of ofType(base.template, 'AWS::CloudWatch::Alarm')) expect(JSON.stringify([a.AlarmActions, a.OKActions])).not.toContain('""')
+  })
+
+  it('mirrors the Prometheus alerts with CloudWatch alarms on the engine\'s EMF metrics, plus queue age and throttles', () => {
+    const alarms = ofType(base.template, 'AWS::CloudWatch::Alarm').map(([, a]) => a)
+    expect(alarms.map(a => String(a.AlarmName).replace('contember-actions-dev-', '')).sort()).toEqual([
+      'backlog', 'dispatch-crashing', 'dispatch-errors', 'dispatch-throttles', 'enqueue-throttles', 'events-failing', 'heartbeat-stale',
+      'metrics-push-failing', 'oldest-due-event', 'signal-dlq-not-empty', 'signal-queue-age', 'sweeper-errors', 'sweeper-not-running',
+      'target-needs-operator', 'target-paused',
+    ])
+    // Every alarm on the engine's namespace reads a metric the EMF writer emits, under the rollup dimensions it writes.
+    const written = new Set<string>(EMF_METRICS.map(m => m.name))
+    const rollup = [{ Name: 'service', Value: 'contember-actions' }]
+    const own = alarms.flatMap(a => [
+      ...(a.Namespace === 'Contember/Actions' ? [{ MetricName: a.MetricName, Dimensions: a.Dimensions }] : []),
+      ...(a.Metrics ?? []).flatMap(m => (m.MetricStat?.Metric.Namespace === 'Contember/Actions' ? [m.MetricStat.Metric] : [])),
+    ])
+    expect(own.length).toBeGreaterThanOrEqual(9)
+    for (const m of own) {
+      expect(written, String(m.MetricName)).toContain(m.MetricName)
+      expect(m.Dimensions?.slice(0, 1), String(m.MetricName)).toEqual(rollup)
+    }
+    expect(alarms).toContainEqual(expect.objectContaining({ Namespace: 'AWS/SQS', MetricName: 'ApproximateAgeOfOldestMessage', Dimensions: [{ Name: 'QueueName', Value: getAtt('SignalQueue', 'QueueName') }] }))
+    expect(alarms).toContainEqual(expect.objectContaining({ Namespace: 'AWS/Lambda', MetricName: 'Throttles', Dimensions: [{ Name: 'FunctionName', Value: ref('DispatchLambdaFunction') }] }))
+  })
+
+  it('makes every setting of lib/config.ts deployable as a param with the schema\'s own default', () => {
+    let checked = 0
+    for (const [key, schema] of Object.entries(configSchema.shape)) {
+      if (key in NOT_PARAMS) continue
+      // What a cold start would make of an unset variable, and of the template's value (empty means unset there too).
+      const fallback: unknown = schema.safeParse(undefined).data
+      for (const fn of FUNCTIONS) {
+        const value = resource(base.template, logicalIdOf(fn)).Environment?.Variables?.[key]
+        expect(typeof value, `${fn}: ${key} is not in the template`).toBe('string')
+        const expected = TEMPLATE_DEFAULTS[key]?.[fn]
+        if (expected !== undefined) {
+          expect(value, `${fn}: ${key}`).toBe(expected)
+          continue
+        }
+        // An optional setting without a default is the empty string: the config treats it as unset.
+        if (fallback === undefined) expect(value, `${fn}: ${key}`).toBe('')
+        const parsed = schema.safeParse(value === '' ? undefined : value)
+        expect(parsed.success, `${fn}: ${key}=${String(value)} does not validate`).toBe(true)
+        expect(parsed.data, `${fn}: ${key}'s param default differs from the schema's`).toEqual(fallback)
+        checked++
+      }
+    }
+    expect(checked).toBeGreaterThan(3 * 30)
+  })
+
   it('outputs what callers and operators need', () => {
     expect(base.template.Outputs).toHaveProperty('EnqueueFunctionName')
     expect(base.template.Outputs).toHaveProperty('SignalQueueUrl')
   })
 })
+
+// cfn-lint checks the template against CloudFormation's own resource specifications, as AWS would on deploy.
+const cfnLint = findOnPath('cfn-lint')
+
+describe('cfn-lint on the packaged templates', () => {
+  if (!cfnLint) console.warn('\n*** SKIPPED: cfn-lint not installed (pip install cfn-lint; .ci/run installs it). The template was NOT linted. ***\n')
+
+  it.skipIf(!cfnLint)('reports no error and no warning, with and without an alarm topic', async () => {
+    for (const packaged of [base, tuned]) {
+      const template = join(packaged.dir, 'cloudformation-template-update-stack.json')
+      // Exit code 0: no error, no warning, no informational finding; the output says which otherwise.
+      const out = await run(cfnLint ?? 'cfn-lint', ['--format', 'parseable', '--', template], { timeout: 120_000 }).then(
+        () => '',
+        (error: unknown) => (error instanceof Error && 'stdout' in error ? String(error.stdout) || error.message : String(error)),
+      )
+      expect(out, packaged.dir).toBe('')
+    }
+  }, 240_000)
+})
+
+/** The first executable named `name` on PATH, if any. */
+function findOnPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
+    const candidate = join(dir, name)
+    try {
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // not in this directory
+    }
+  }
+  return undefined
+}

@@ -129,3 +129,25 @@ describe('log lines of an invocation', () => {
     expect(b.map(l => JSON.parse(l).msg)).toEqual(['to b'])
   })
 })
+
+describe('connections of a frozen environment', () => {
+  it('are not held by the sweeper between passes: it closes its idle connections before returning', async () => {
+    const env = await testEnv()
+    try {
+      await schemaFor(env.deps, 'idle', { t: { url: 'http://127.0.0.1:9/' } })
+      // Two connections idle in the pool before the pass, as a previous invocation would leave them.
+      const held = await Promise.all([env.deps.db.connect(), env.deps.db.connect()])
+      for (const c of held) c.release()
+      expect(env.deps.db.idleCount).toBe(2)
+      const appName = `sweeper-idle-${process.pid}`
+      await env.deps.db.query(`SELECT set_config('application_name', $1, false)`, [appName])
+      await createSweeper(() => env.deps)({}, createContext())
+      expect(env.deps.db.totalCount).toBe(0)
+      // The server agrees: no session of this pool is left.
+      const { rows } = await env.db.pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [appName])
+      expect(rows[0]?.n).toBe(0)
+    } finally {
+      await env.close()
+    }
+  })
+})
