@@ -3,7 +3,7 @@
 // through the stored responses. The guard runs where undici opens sockets, after DNS, and connects
 // to the very address it checked, so a second resolution cannot rebind the name elsewhere.
 import { lookup as dnsLookup } from 'node:dns'
-import { isIP } from 'node:net'
+import { BlockList, isIP, SocketAddress } from 'node:net'
 import { buildConnector } from 'undici'
 
 /** The failed attempt's message for a refused destination: it never names the host or the address. */
@@ -15,10 +15,10 @@ export const DESTINATION_NOT_ALLOWED_CODE = 'ERR_DESTINATION_NOT_ALLOWED'
  * Longest wait for a name to resolve. getaddrinfo has no deadline we control, and a slow resolver
  * must not hold a delivery slot; 10 s matches undici's own connect timeout.
  */
-export const LOOKUP_TIMEOUT_MS = 10_000
+const LOOKUP_TIMEOUT_MS = 10_000
 
 /** Thrown (as a connect error) when every address of a destination is refused. */
-export class DestinationNotAllowedError extends Error {
+class DestinationNotAllowedError extends Error {
   override name = 'DestinationNotAllowedError'
   readonly code = DESTINATION_NOT_ALLOWED_CODE
   constructor() {
@@ -26,49 +26,32 @@ export class DestinationNotAllowedError extends Error {
   }
 }
 
-type Ip = { family: 4 | 6; value: bigint }
-/** A CIDR range; addresses match when their top `bits` bits equal the base's. */
-export type Network = { family: 4 | 6; base: bigint; bits: number }
+/** One range of WEBHOOK_ALLOWED_NETWORKS: an address and how many of its leading bits a match shares. */
+export type Network = { family: 'ipv4' | 'ipv6'; address: string; prefix: number }
 
-const V4_BITS = 32
-const V6_BITS = 128
-
-/** Parses an IPv4 or IPv6 address (dotted, compressed, with an embedded IPv4 tail or a zone); undefined when it is none. */
-export function parseIp(text: string): Ip | undefined {
-  const address = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text
-  const family = isIP(address)
-  if (family === 4) return { family: 4, value: v4Value(address) }
-  if (family !== 6) return undefined
-  // A zone (`fe80::1%eth0`) only picks an interface; the address is what is checked.
-  let rest = address.split('%')[0] ?? ''
-  const groups: number[] = []
-  const tail = /(\d+\.\d+\.\d+\.\d+)$/.exec(rest)
-  if (tail?.[1]) {
-    const v4 = v4Value(tail[1])
-    rest = rest.slice(0, -tail[1].length) + `${Number(v4 >> 16n).toString(16)}:${Number(v4 & 0xffffn).toString(16)}`
-  }
-  const [head = '', after] = rest.split('::')
-  const part = (s: string) => (s ? s.split(':').map(g => parseInt(g, 16)) : [])
-  const left = part(head)
-  const right = after === undefined ? [] : part(after)
-  groups.push(...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right)
-  return { family: 6, value: groups.reduce((acc, g) => (acc << 16n) | BigInt(g), 0n) }
+// An address as undici or a URL may spell it: brackets around IPv6, a zone (`fe80::1%eth0`), which
+// only picks an interface; the address is what is checked.
+function bare(text: string): string {
+  const unbracketed = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text
+  return unbracketed.split('%')[0] ?? ''
 }
 
-function v4Value(address: string): bigint {
-  return address.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n)
+function familyOf(address: string): Network['family'] | undefined {
+  const version = isIP(address)
+  return version === 4 ? 'ipv4' : version === 6 ? 'ipv6' : undefined
 }
 
 /** Parses `address/bits` (or a bare address, meaning that one address); undefined when it is not a range. */
-export function parseNetwork(text: string): Network | undefined {
+function parseNetwork(text: string): Network | undefined {
   const [addr = '', bitsText, extra] = text.split('/')
   if (extra !== undefined) return undefined
-  const ip = parseIp(addr)
-  if (!ip) return undefined
-  const max = ip.family === 4 ? V4_BITS : V6_BITS
-  const bits = bitsText === undefined ? max : /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : NaN
-  if (!(bits >= 0 && bits <= max)) return undefined
-  return { family: ip.family, base: ip.value >> BigInt(max - bits), bits }
+  const address = bare(addr)
+  const family = familyOf(address)
+  if (!family) return undefined
+  const max = family === 'ipv4' ? 32 : 128
+  const prefix = bitsText === undefined ? max : /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : NaN
+  if (!(prefix >= 0 && prefix <= max)) return undefined
+  return { family, address, prefix }
 }
 
 /** Parses a comma- or space-separated CIDR list; `invalid` holds the 1-based positions of entries that are not ranges. */
@@ -83,19 +66,8 @@ export function parseNetworks(list: string): { networks: Network[]; invalid: num
   return { networks, invalid }
 }
 
-function contains(n: Network, ip: Ip): boolean {
-  if (n.family !== ip.family) return false
-  return ip.value >> BigInt((ip.family === 4 ? V4_BITS : V6_BITS) - n.bits) === n.base
-}
-
-function range(text: string): Network {
-  const n = parseNetwork(text)
-  if (!n) throw new Error(`bad built-in range ${text}`)
-  return n
-}
-
 /** Never a webhook receiver: this host, private networks, the metadata service, and ranges that are not unicast internet. */
-const BLOCKED: readonly Network[] = [
+const BLOCKED = [
   '0.0.0.0/8', // "this network", 0.0.0.0 reaches the local host
   '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', // RFC 1918 private
   '100.64.0.0/10', // carrier-grade NAT, private to the provider
@@ -115,33 +87,52 @@ const BLOCKED: readonly Network[] = [
   'fc00::/7', // unique-local
   'fe80::/10', 'fec0::/10', // link-local, deprecated site-local
   'ff00::/8', // multicast
-].map(range)
+].map(text => {
+  const n = parseNetwork(text)
+  if (!n) throw new Error(`bad built-in range ${text}`)
+  return n
+})
 
-const MAPPED = range('::ffff:0:0/96')
-const NAT64 = range('64:ff9b::/96')
-const SIX_TO_FOUR = range('2002::/16')
-
-/** The IPv4 address an IPv6 address carries and reaches (mapped, NAT64, 6to4), if any. */
-function embeddedV4(ip: Ip): Ip | undefined {
-  if (ip.family !== 6) return undefined
-  if (contains(MAPPED, ip) || contains(NAT64, ip)) return { family: 4, value: ip.value & 0xffffffffn }
-  if (contains(SIX_TO_FOUR, ip)) return { family: 4, value: (ip.value >> 80n) & 0xffffffffn }
-  return undefined
+/**
+ * The IPv6 ranges that carry (and reach) the addresses of an IPv4 range: NAT64 (64:ff9b::/96, the
+ * IPv4 in the last 32 bits) and 6to4 (2002::/16, the IPv4 in the 32 after the prefix). IPv4-mapped
+ * addresses (::ffff:0:0/96) need none: BlockList already checks them against the IPv4 ranges.
+ */
+function carriers(n: Network): Network[] {
+  if (n.family !== 'ipv4') return []
+  const [a = 0, b = 0, c = 0, d = 0] = n.address.split('.').map(Number)
+  const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16)
+  return [
+    { family: 'ipv6', address: `64:ff9b::${n.address}`, prefix: 96 + n.prefix },
+    { family: 'ipv6', address: `2002:${hex(a, b)}:${hex(c, d)}::`, prefix: 16 + n.prefix },
+  ]
 }
 
-/** The guard's decision for one address: allowed when in `allowed`, else when neither it nor an IPv4 it embeds is blocked. */
-export function isAllowedAddress(address: string, allowed: readonly Network[]): boolean {
-  const ip = parseIp(address)
-  return ip !== undefined && allowedIp(ip, allowed)
+/** Node's own matcher over the ranges and the IPv6 ranges that carry their IPv4 addresses. */
+function blockList(networks: readonly Network[]): BlockList {
+  const list = new BlockList()
+  for (const n of networks.flatMap(n => [n, ...carriers(n)])) list.addSubnet(n.address, n.prefix, n.family)
+  return list
 }
 
-function allowedIp(ip: Ip, allowed: readonly Network[]): boolean {
-  if (allowed.some(n => contains(n, ip))) return true
-  const v4 = embeddedV4(ip)
-  if (v4 && !allowedIp(v4, allowed)) return false
-  // A mapped address is its IPv4 address: its verdict is the IPv4 one.
-  if (v4 && contains(MAPPED, ip)) return true
-  return !BLOCKED.some(n => contains(n, ip))
+const blocked = blockList(BLOCKED)
+
+/**
+ * The guard's decision, built once per allowed list: an address is allowed when an allowed range holds
+ * it (or the IPv4 address it carries), else when no blocked range does. A range BlockList matches
+ * holds an address in every spelling: `::ffff:127.0.0.1` is 127.0.0.1, and a range written as
+ * `::ffff:10.0.0.0/104` holds 10.0.0.1. Anything that is not an IP address is refused.
+ */
+export function egressDecision(allowed: readonly Network[]): (address: string) => boolean {
+  const open = allowed.length ? blockList(allowed) : undefined
+  return text => {
+    const address = bare(text)
+    const family = familyOf(address)
+    if (!family) return false
+    // Parsed once for both lists: BlockList parses a string again on every check.
+    const parsed = new SocketAddress({ address, family })
+    return open?.check(parsed) === true || !blocked.check(parsed)
+  }
 }
 
 /** Every address a name resolves to. */
@@ -162,9 +153,10 @@ const systemLookup: Lookup = hostname => new Promise((resolve, reject) => {
 export function guardedConnector(allowed: readonly Network[], opts: { connect?: buildConnector.connector; lookup?: Lookup } = {}): buildConnector.connector {
   const connect = opts.connect ?? buildConnector({})
   const lookup = opts.lookup ?? systemLookup
+  const allows = egressDecision(allowed)
   const pick = async (hostname: string): Promise<string> => {
     const addresses = isIP(hostname) ? [hostname] : await bounded(lookup(hostname))
-    const address = addresses.find(a => isAllowedAddress(a, allowed))
+    const address = addresses.find(allows)
     if (address === undefined) throw new DestinationNotAllowedError()
     return address
   }

@@ -2,7 +2,7 @@ import { Agent, buildConnector } from 'undici'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../lib/config.js'
 import { setVariables } from '../../lib/db/variables.js'
-import { DESTINATION_NOT_ALLOWED, DestinationNotAllowedError, guardedConnector, isAllowedAddress, parseNetworks, type Network } from '../../lib/delivery/egress.js'
+import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE, egressDecision, guardedConnector, parseNetworks, type Network } from '../../lib/delivery/egress.js'
 import { closeDeps, createDeps, type Deps } from '../../lib/deps.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
@@ -11,6 +11,9 @@ import { testEnv, type TestEnv } from '../helpers/runtime.js'
 
 const none: Network[] = []
 const nets = (list: string) => parseNetworks(list).networks
+const isAllowedAddress = (address: string, allowed: readonly Network[]) => egressDecision(allowed)(address)
+/** The connect error of a refused destination: our words and code, never the host or the address. */
+const refused = { name: 'DestinationNotAllowedError', code: DESTINATION_NOT_ALLOWED_CODE, message: DESTINATION_NOT_ALLOWED }
 
 describe('the guard decision', () => {
   it.each([
@@ -53,6 +56,58 @@ describe('the guard decision', () => {
   })
 })
 
+// The ranges are matched by Node's net.BlockList: its edges, and its way with IPv4 inside IPv6.
+describe('the guard decision at the edges of each range', () => {
+  it.each([
+    ['10.0.0.0/8', '9.255.255.255', '10.0.0.0', '10.255.255.255', '11.0.0.0'],
+    ['172.16.0.0/12', '172.15.255.255', '172.16.0.0', '172.31.255.255', '172.32.0.0'],
+    ['192.168.0.0/16', '192.167.255.255', '192.168.0.0', '192.168.255.255', '192.169.0.0'],
+    ['100.64.0.0/10', '100.63.255.255', '100.64.0.0', '100.127.255.255', '100.128.0.0'],
+    ['127.0.0.0/8', '126.255.255.255', '127.0.0.0', '127.255.255.255', '128.0.0.0'],
+    ['169.254.0.0/16', '169.253.255.255', '169.254.0.0', '169.254.255.255', '169.255.0.0'],
+    ['198.18.0.0/15', '198.17.255.255', '198.18.0.0', '198.19.255.255', '198.20.0.0'],
+    ['224.0.0.0/4', '223.255.255.255', '224.0.0.0', '239.255.255.255', '240.0.0.0'],
+    ['fc00::/7', 'fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'fc00::', 'fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'fe00::'],
+    ['fe80::/10', 'fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'fe80::', 'febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'ff00::'],
+    ['::/96', undefined, '::', '::ffff:ffff', '::1:0:0'],
+  ])('%s: refuses its first and last address, allows the neighbours outside', (_, before, first, last, after) => {
+    expect([first, last].map(a => isAllowedAddress(a, none))).toEqual([false, false])
+    // 240.0.0.0 starts the reserved block and ff00:: multicast: the neighbour is refused by a range of its own.
+    const outside = [before, after].filter((a): a is string => a !== undefined && !['240.0.0.0', 'ff00::'].includes(a))
+    expect(outside.map(a => isAllowedAddress(a, none))).toEqual(outside.map(() => true))
+  })
+
+  it('judges an IPv4-mapped IPv6 address as its IPv4 address, in dotted and hex spelling, at the range edges', () => {
+    expect(['::ffff:10.0.0.0', '::ffff:a00:0', '::ffff:10.255.255.255', '::ffff:aff:ffff', '[::ffff:172.31.255.255]'].some(a => isAllowedAddress(a, none))).toBe(false)
+    expect(['::ffff:9.255.255.255', '::ffff:9ff:ffff', '::ffff:11.0.0.0', '::ffff:b00:0', '::ffff:172.32.0.0'].every(a => isAllowedAddress(a, none))).toBe(true)
+  })
+
+  it('judges NAT64 and 6to4 addresses by the IPv4 address they carry, at the range edges', () => {
+    expect(['64:ff9b::a00:0', '64:ff9b::aff:ffff', '2002:a00::', '2002:aff:ffff:ffff::', '64:ff9b::ffff:ffff', '2002:ffff:ffff::'].some(a => isAllowedAddress(a, none))).toBe(false)
+    expect(['64:ff9b::9ff:ffff', '64:ff9b::b00:0', '2002:9ff:ffff::1', '2002:b00::1'].every(a => isAllowedAddress(a, none))).toBe(true)
+  })
+
+  it('opens an allowed range in every spelling of its addresses, to its edges and no further', () => {
+    const office = nets('10.1.0.0/16')
+    const inside = ['10.1.0.0', '10.1.255.255', '::ffff:10.1.255.255', '::ffff:a01:0', '64:ff9b::a01:ffff', '2002:a01:ffff::1']
+    const outside = ['10.0.255.255', '10.2.0.0', '::ffff:10.2.0.0', '64:ff9b::a02:0', '2002:a00:ffff::1']
+    expect(inside.map(a => isAllowedAddress(a, office))).toEqual(inside.map(() => true))
+    expect(outside.map(a => isAllowedAddress(a, office))).toEqual(outside.map(() => false))
+  })
+
+  it('reads a range with host bits set as its network, a bracketed or zoned address as the address, and a mapped range as its IPv4 range', () => {
+    expect(['10.1.0.0', '10.1.255.255'].every(a => isAllowedAddress(a, nets('10.1.2.3/16')))).toBe(true)
+    expect(isAllowedAddress('fd00::5', nets('[fd00::]/8'))).toBe(true)
+    expect(isAllowedAddress('fe80::1%eth0', nets('fe80::%eth0/10'))).toBe(true)
+    // BlockList matches IPv4 against IPv4-mapped ranges: ::ffff:10.0.0.0/104 and 10.0.0.0/8 name the same addresses.
+    const mapped = nets('::ffff:10.0.0.0/104')
+    expect(['10.0.0.1', '::ffff:10.255.255.255'].every(a => isAllowedAddress(a, mapped))).toBe(true)
+    expect(['11.0.0.0', '192.168.0.1'].map(a => isAllowedAddress(a, mapped))).toEqual([true, false])
+    // A bare address is that one address.
+    expect(['10.9.9.9', '10.9.9.10'].map(a => isAllowedAddress(a, nets('10.9.9.9')))).toEqual([true, false])
+  })
+})
+
 /** An inner connector that opens nothing: it records the pinned destination and fails. */
 function tripwire() {
   const calls: buildConnector.Options[] = []
@@ -74,8 +129,7 @@ describe('the connector', () => {
     const connector = guardedConnector(none, { connect: wire.connect, lookup: async h => { lookups.push(h); return [] } })
     for (const literal of ['169.254.169.254', '10.0.0.1', '127.0.0.1', '::1', '::ffff:7f00:1']) {
       const err = await connectVia(connector, literal)
-      expect(err).toBeInstanceOf(DestinationNotAllowedError)
-      expect(err?.message).toBe(DESTINATION_NOT_ALLOWED)
+      expect(err).toMatchObject(refused)
     }
     expect(wire.calls).toEqual([])
     // Literals are checked as they are: nothing to resolve.
@@ -86,7 +140,7 @@ describe('the connector', () => {
     const wire = tripwire()
     const answers: Record<string, string[]> = { 'metadata.example': ['169.254.169.254'], 'mixed.example': ['10.0.0.5', '93.184.216.34'] }
     const connector = guardedConnector(none, { connect: wire.connect, lookup: async h => answers[h] ?? [] })
-    expect(await connectVia(connector, 'metadata.example')).toBeInstanceOf(DestinationNotAllowedError)
+    expect(await connectVia(connector, 'metadata.example')).toMatchObject(refused)
     expect(wire.calls).toEqual([])
     expect(await connectVia(connector, 'mixed.example')).toHaveProperty('message', 'tripwire: no socket in this test')
     expect(wire.calls).toEqual([expect.objectContaining({ hostname: '93.184.216.34', host: 'mixed.example:443' })])
@@ -94,7 +148,7 @@ describe('the connector', () => {
 
   it('resolves localhost through the system resolver and refuses it', async () => {
     const wire = tripwire()
-    expect(await connectVia(guardedConnector(none, { connect: wire.connect }), 'localhost')).toBeInstanceOf(DestinationNotAllowedError)
+    expect(await connectVia(guardedConnector(none, { connect: wire.connect }), 'localhost')).toMatchObject(refused)
     expect(wire.calls).toEqual([])
   })
 })
