@@ -1,32 +1,14 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 
 // A drain that fails hands back the claims it has not started at once, instead of leaving them
 // leased: the events are due again before the failing invocation has even returned.
 
-let env: TestEnv
-let rx: Receiver
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-
-beforeAll(async () => {
-  // One worker, so the claim queue runs deep: most claimed events are unstarted when the drain fails.
-  env = await testEnv({ LEASE_MARGIN_MS: '1000', DISPATCH_CONCURRENCY: '1' })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(() => {
-  rx.requests.length = 0
-  rx.respond((_, res) => { res.end() })
-})
-
+// One worker, so the claim queue runs deep: most claimed events are unstarted when the drain fails.
+const env = useHarness({ config: { LEASE_MARGIN_MS: '1000', DISPATCH_CONCURRENCY: '1' }, receiver: true })
 const db = () => env.deps.db
-const deps = () => env.deps
 
 /** Events of the project by what the database says about them now. */
 async function tally(project: string) {
@@ -40,23 +22,23 @@ describe('a drain that fails', () => {
   it('releases its queued claims at once when a bug throws mid-drain', async () => {
     const project = 'bug'
     // A lease of 6 s: the batch under way when the bug hits is still leased when the test looks.
-    await schemaFor(deps(), project, { t: { url: rx.url, timeoutMs: 5000 } })
-    const ids = await enqueueMany(deps(), project, 'to_t', 60)
+    await schemaFor(env.deps, project, { t: { url: env.rx.url, timeoutMs: 5000 } })
+    const ids = await enqueueMany(env.deps, project, 'to_t', 60)
     let calls = 0
-    const failing = { ...forever, onBatch: () => { if (++calls === 1) throw new Error('a bug in a hook') } }
+    const failing = { ...FOREVER, onBatch: () => { if (++calls === 1) throw new Error('a bug in a hook') } }
     const logs = env.captureLogs()
-    await expect(drainProject(deps(), project, failing).finally(() => logs.restore())).rejects.toThrow('a bug in a hook')
+    await expect(drainProject(env.deps, project, failing).finally(() => logs.restore())).rejects.toThrow('a bug in a hook')
     // One batch was under way and stays leased (its outcome was lost with the bug); every other claim is
     // back as it was claimed (created: never attempted), due now.
-    expect(rx.requests).toHaveLength(1)
+    expect(env.rx.requests).toHaveLength(1)
     expect(await tally(project)).toEqual([
       { state: 'created', due: true, num_retries: 0, n: 59 },
       { state: 'processing', due: false, num_retries: 0, n: 1 },
     ])
     // A successor takes them at once, without waiting for leases.
-    expect(await drainProject(deps(), project, forever)).toMatchObject({ succeeded: 59, stop: 'idle' })
-    expect(new Set(rx.eventIds()).size).toBe(60)
-    expect(new Set(rx.eventIds())).toEqual(new Set(ids))
+    expect(await drainProject(env.deps, project, FOREVER)).toMatchObject({ succeeded: 59, stop: 'idle' })
+    expect(new Set(env.rx.eventIds()).size).toBe(60)
+    expect(new Set(env.rx.eventIds())).toEqual(new Set(ids))
   })
 
   it('releases its queued claims at once when a claim statement fails, and loses nothing', async () => {
@@ -71,16 +53,16 @@ describe('a drain that fails', () => {
     await db().query(`CREATE TRIGGER fail_claims BEFORE UPDATE ON actions_event FOR EACH ROW
       WHEN (NEW.project = 'claimfail' AND NEW.state = 'processing' AND OLD.state <> 'processing') EXECUTE FUNCTION fail_claims()`)
     try {
-      await schemaFor(deps(), project, { t: { url: rx.url, timeoutMs: 1000 } })
-      const ids = await enqueueMany(deps(), project, 'to_t', 300)
+      await schemaFor(env.deps, project, { t: { url: env.rx.url, timeoutMs: 1000 } })
+      const ids = await enqueueMany(env.deps, project, 'to_t', 300)
       // The first claim has taken its batches by the time the first request arrives; later claims fail.
-      rx.respond(async (_, res) => {
-        if (rx.requests.length === 1) await db().query('INSERT INTO claim_gate VALUES (true)')
+      env.rx.respond(async (_, res) => {
+        if (env.rx.requests.length === 1) await db().query('INSERT INTO claim_gate VALUES (true)')
         res.end()
       })
       const logs = env.captureLogs()
-      await expect(drainProject(deps(), project, forever).finally(() => logs.restore())).rejects.toThrow('claims are failing')
-      const delivered = rx.requests.length
+      await expect(drainProject(env.deps, project, FOREVER).finally(() => logs.restore())).rejects.toThrow('claims are failing')
+      const delivered = env.rx.requests.length
       expect(delivered).toBeGreaterThan(0)
       expect(delivered).toBeLessThan(300)
       // Delivered ones are recorded; every claim not started is due now, its attempts untouched.
@@ -90,9 +72,9 @@ describe('a drain that fails', () => {
       expect(after.some(r => r.state === 'created')).toBe(true)
 
       await db().query('DELETE FROM claim_gate')
-      expect(await drainProject(deps(), project, forever)).toMatchObject({ succeeded: 300 - delivered, stop: 'idle' })
-      expect(rx.eventIds()).toHaveLength(300)
-      expect(new Set(rx.eventIds())).toEqual(new Set(ids))
+      expect(await drainProject(env.deps, project, FOREVER)).toMatchObject({ succeeded: 300 - delivered, stop: 'idle' })
+      expect(env.rx.eventIds()).toHaveLength(300)
+      expect(new Set(env.rx.eventIds())).toEqual(new Set(ids))
     } finally {
       await db().query('DROP TRIGGER fail_claims ON actions_event; DROP FUNCTION fail_claims(); DROP TABLE claim_gate')
     }
