@@ -2,37 +2,18 @@
 // drain finishes, every attempt is counted, the event says what happened, the other events of the
 // same statement are recorded, and what is stored and logged is valid, bounded and free of secrets.
 import type { ServerResponse } from 'node:http'
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { UNRECORDABLE } from '../../lib/dispatch/recorder.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { LOGGED_EXCERPT_BYTES, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../../lib/text.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
-import { startReceiver, type Receiver, type ReceivedRequest } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
+import type { ReceivedRequest } from '../helpers/receiver.js'
 
-let env: TestEnv
-let rx: Receiver
-let project: string
-let n = 0
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-const deps = () => env.deps
+const env = useHarness({ config: { LEASE_MARGIN_MS: '1000' }, receiver: true, project: 'fault' })
 /** No log line may carry more receiver text than this (the engine's own fields included). */
 const MAX_LOG_LINE_BYTES = 4 * 1024
-
-beforeAll(async () => {
-  env = await testEnv({ LEASE_MARGIN_MS: '1000' })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(() => {
-  project = `fault${++n}`
-  rx.requests.length = 0
-})
-afterEach(async () => { await env.queue.drain() })
 
 type Hostile = (req: ReceivedRequest, res: ServerResponse) => void
 type Row = { state: string; num_retries: number; log: Array<Record<string, unknown>> }
@@ -44,20 +25,20 @@ type Row = { state: string; num_retries: number; log: Array<Record<string, unkno
  * log lines are bounded. Returns the `bad` rows in batch order and the log lines.
  */
 async function drainAgainst(hostile: Hostile, bad: Record<string, unknown> = {}) {
-  rx.respond((req, res) => {
+  env.rx.respond((req, res) => {
     if (req.path === '/bad') hostile(req, res)
     else res.end()
   })
-  await schemaFor(deps(), project, {
-    bad: { url: rx.url + '/bad', batchSize: 3, maxAttempts: 3, ...bad },
-    good: { url: rx.url + '/good', batchSize: 3 },
+  await schemaFor(env.deps, env.project, {
+    bad: { url: env.rx.url + '/bad', batchSize: 3, maxAttempts: 3, ...bad },
+    good: { url: env.rx.url + '/good', batchSize: 3 },
   })
-  const badIds = await enqueueMany(deps(), project, 'to_bad', 3)
-  const goodIds = await enqueueMany(deps(), project, 'to_good', 2)
+  const badIds = await enqueueMany(env.deps, env.project, 'to_bad', 3)
+  const goodIds = await enqueueMany(env.deps, env.project, 'to_good', 2)
   const logs = env.captureLogs()
-  await drainProject(deps(), project, forever).finally(() => logs.restore())
+  await drainProject(env.deps, env.project, FOREVER).finally(() => logs.restore())
 
-  const rows = await states(deps(), project) as Map<string, Row>
+  const rows = await states(env.deps, env.project) as Map<string, Row>
   for (const id of [...badIds, ...goodIds]) expect(rows.get(id)?.num_retries).toBe(1)
   for (const id of goodIds) expect(rows.get(id)?.state).toBe('succeed')
   for (const id of badIds) {
@@ -67,7 +48,7 @@ async function drainAgainst(hostile: Hostile, bad: Record<string, unknown> = {})
     }
   }
   for (const line of logs.lines) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(MAX_LOG_LINE_BYTES)
-  const sent: string[] = (rx.requests.find(r => r.path === '/bad')?.body.events ?? []).map((e: { meta: { eventId: string } }) => e.meta.eventId)
+  const sent: string[] = (env.rx.requests.find(r => r.path === '/bad')?.body.events ?? []).map((e: { meta: { eventId: string } }) => e.meta.eventId)
   const order = sent.length ? sent : badIds
   return { rows: order.map(id => rows.get(id)), logs: logs.lines }
 }
@@ -154,13 +135,13 @@ describe('secrets echoed by a receiver', () => {
   const token = 'tok_live_4f9a8b7c6d5e'
 
   it('stores and logs [redacted] where an echoed {{TOKEN}} header was', async () => {
-    await setVariables(deps().db, project, { TOKEN: token }, 'set')
+    await setVariables(env.deps.db, env.project, { TOKEN: token }, 'set')
     const { rows, logs } = await drainAgainst((req, res) => {
       res.statusMessage = `Rejected ${String(req.headers.authorization)}`
       res.writeHead(401, { 'content-type': 'application/json' })
       res.end(JSON.stringify({ youSent: req.headers }))
     }, { headers: { Authorization: 'Bearer {{TOKEN}}' } })
-    expect(rx.requests.find(r => r.path === '/bad')?.headers.authorization).toBe(`Bearer ${token}`)
+    expect(env.rx.requests.find(r => r.path === '/bad')?.headers.authorization).toBe(`Bearer ${token}`)
     for (const row of rows) {
       retrying(row)
       expect(row?.log[0]).toMatchObject({ code: 401, errorMessage: 'Rejected Bearer [redacted]', response: expect.stringContaining('"authorization":"Bearer [redacted]"') })
@@ -171,7 +152,7 @@ describe('secrets echoed by a receiver', () => {
   })
 
   it('redacts an echoed token in a failures[].error', async () => {
-    await setVariables(deps().db, project, { TOKEN: token }, 'set')
+    await setVariables(env.deps.db, env.project, { TOKEN: token }, 'set')
     const { rows, logs } = await drainAgainst((req, res) => failFirstWith(JSON.stringify(`bad auth ${String(req.headers['x-key'])}`))(req, res), { headers: { 'X-Key': '{{TOKEN}}' }, maxAttempts: 1 })
     expect(rows[0]?.log[0]).toMatchObject({ errorMessage: 'bad auth [redacted]' })
     expect(logs.join('\n')).not.toContain(token)
@@ -181,9 +162,9 @@ describe('secrets echoed by a receiver', () => {
 describe('a record statement the database refuses', () => {
   it('records the other rows of the statement, and the refused one with a minimal entry that still counts the attempt', async () => {
     // A real refusal by Postgres for one row's data, whatever the cause: the bulk statement fails whole.
-    await deps().db.query(`CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+    await env.deps.db.query(`CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN IF NEW.log::text LIKE '%poison%' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '22000'; END IF; RETURN NEW; END $$`)
-    await deps().db.query('CREATE TRIGGER refuse_poison BEFORE UPDATE ON actions_event FOR EACH ROW EXECUTE FUNCTION refuse_poison()')
+    await env.deps.db.query('CREATE TRIGGER refuse_poison BEFORE UPDATE ON actions_event FOR EACH ROW EXECUTE FUNCTION refuse_poison()')
     try {
       const { rows, logs } = await drainAgainst((req, res) => {
         const [first, second] = req.body.events.map((e: { meta: { eventId: string } }) => e.meta.eventId)
@@ -197,8 +178,8 @@ describe('a record statement the database refuses', () => {
       expect(records.some(r => r.msg === 'Could not record an attempt with its log entry; recorded a minimal one' && r.sqlState === '22000')).toBe(true)
       expect(logs.join('\n')).not.toContain('poison')
     } finally {
-      await deps().db.query('DROP TRIGGER refuse_poison ON actions_event')
-      await deps().db.query('DROP FUNCTION refuse_poison()')
+      await env.deps.db.query('DROP TRIGGER refuse_poison ON actions_event')
+      await env.deps.db.query('DROP FUNCTION refuse_poison()')
     }
   })
 })

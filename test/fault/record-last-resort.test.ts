@@ -3,56 +3,37 @@
 // sent again on every drain with their neighbours. Now no data can stop an attempt from being counted:
 // each fallback step is forced to fail here against a real Postgres.
 import { randomBytes, randomUUID } from 'node:crypto'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { claimBatches, LEASE_EXPIRED, type ClaimedBatch } from '../../lib/db/claim.js'
 import type { AttemptRecord } from '../../lib/db/record.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { recordAll, UNRECORDABLE } from '../../lib/dispatch/recorder.js'
 import { enqueue } from '../../lib/enqueue.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 import { until } from '../helpers/wait.js'
 
-let env: TestEnv
-let rx: Receiver
-let project: string
-let n = 0
+const env = useHarness({ receiver: true, project: 'last' })
 // Random, so Postgres cannot compress the index entry under its row limit (a repeated letter would fit).
 const LONG = randomBytes(2250).toString('base64')
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-
-beforeAll(async () => {
-  env = await testEnv()
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(() => {
-  project = `last${++n}`
-  rx.requests.length = 0
-  rx.respond((_, res) => { res.end() })
-})
 
 /** A schema as a version stored before names had a bound: inserted directly, as `schema set` would refuse it. */
 async function legacySchema(targets: Record<string, Record<string, unknown>>) {
   const schema = {
-    targets: Object.fromEntries(Object.entries(targets).map(([name, t]) => [name, { type: 'webhook', name, url: rx.url, ...t }])),
+    targets: Object.fromEntries(Object.entries(targets).map(([name, t]) => [name, { type: 'webhook', name, url: env.rx.url, ...t }])),
     triggers: Object.fromEntries(Object.keys(targets).map((name, i) => [`to_${i}`, { type: 'basic', name: `to_${i}`, entity: 'Article', create: true, delete: false, update: false, target: name }])),
   }
-  await env.db.pool.query('INSERT INTO actions_schema (project, version, schema) VALUES ($1, 1, $2)', [project, JSON.stringify(schema)])
+  await env.db.pool.query('INSERT INTO actions_schema (project, version, schema) VALUES ($1, 1, $2)', [env.project, JSON.stringify(schema)])
 }
 const enqueueTo = async (trigger: string, count: number) =>
-  (await enqueue(env.deps, { project, transactionId: TX, events: Array.from({ length: count }, (_, i) => ({ trigger, payload: createPayload(i) })) })).eventIds
+  (await enqueue(env.deps, { project: env.project, transactionId: TX, events: Array.from({ length: count }, (_, i) => ({ trigger, payload: createPayload(i) })) })).eventIds
 const row = async (id: string) =>
-  (await env.db.pool.query<{ state: string; num_retries: number; log: Array<Record<string, unknown>> }>('SELECT state, num_retries, log FROM actions_event WHERE id = $1 AND project = $2', [id, project])).rows[0]
+  (await env.db.pool.query<{ state: string; num_retries: number; log: Array<Record<string, unknown>> }>('SELECT state, num_retries, log FROM actions_event WHERE id = $1 AND project = $2', [id, env.project])).rows[0]
 /** Claims everything due of the two targets, with a short lease. */
-const claim = async (maxAttempts = 10) => (await claimBatches(env.db.pool, project, [LONG, 'ok'].map(name => ({ name, batchSize: 10, leaseMs: 300, maxBatches: 10, maxAttempts })), 10,
+const claim = async (maxAttempts = 10) => (await claimBatches(env.db.pool, env.project, [LONG, 'ok'].map(name => ({ name, batchSize: 10, leaseMs: 300, maxBatches: 10, maxAttempts })), 10,
   { waiting: [], budgetBytes: 1e9, atLeastOne: true }))
 const failures = (batches: ClaimedBatch[]): AttemptRecord[] => batches.flatMap(b => b.events.map(e => ({
-  id: e.id, lease: e.lease, project, target: b.target, attempts: e.num_retries, batch: 1,
+  id: e.id, lease: e.lease, project: env.project, target: b.target, attempts: e.num_retries, batch: 1,
   outcome: { ok: false as const, code: 500, errorMessage: 'Internal Server Error' }, durationMs: 5, maxAttempts: 10, initialRepeatIntervalMs: 1000,
 })))
 
@@ -62,9 +43,9 @@ describe('a target name Postgres cannot index', () => {
     const long = await enqueueTo('to_0', 3)
     const ok = await enqueueTo('to_1', 5)
     const logs = env.captureLogs()
-    for (let i = 0; i < 3; i++) await drainProject(env.deps, project, forever)
+    for (let i = 0; i < 3; i++) await drainProject(env.deps, env.project, FOREVER)
     logs.restore()
-    expect(rx.eventIds().sort()).toEqual([...ok].sort())
+    expect(env.rx.eventIds().sort()).toEqual([...ok].sort())
     for (const id of long) expect(await row(id)).toMatchObject({ state: 'created', num_retries: 0 })
     expect(logs.records().some(r => r.msg === 'Target held back: its events wait, unclaimed'
       && JSON.stringify(r.problems).includes('name: 3000 bytes, expected a name of at most 255 bytes'))).toBe(true)
@@ -139,12 +120,12 @@ describe('enqueue order', () => {
     // Unordered: with per-entity order only the first of them could be claimed at a time (test/dispatch/ordering.test.ts).
     await legacySchema({ ok: { batchSize, ordering: 'none' } })
     for (let round = 0; round < 20; round++) {
-      await env.db.pool.query('DELETE FROM actions_event WHERE project = $1', [project])
+      await env.db.pool.query('DELETE FROM actions_event WHERE project = $1', [env.project])
       const entity = randomUUID()
-      const ids = (await enqueue(env.deps, { project, transactionId: TX, events: [1, 2, 3, 4, 5].map(v => ({
+      const ids = (await enqueue(env.deps, { project: env.project, transactionId: TX, events: [1, 2, 3, 4, 5].map(v => ({
         trigger: 'to_0', payload: { operation: 'update', entity: 'Article', id: entity, values: { v } },
       })) })).eventIds
-      const { batches } = await claimBatches(env.db.pool, project, [{ name: 'ok', batchSize, leaseMs: 60_000, maxBatches: 10 }], 10, { waiting: [], budgetBytes: 1e9, atLeastOne: true })
+      const { batches } = await claimBatches(env.db.pool, env.project, [{ name: 'ok', batchSize, leaseMs: 60_000, maxBatches: 10 }], 10, { waiting: [], budgetBytes: 1e9, atLeastOne: true })
       const claimed = batches.flatMap(b => b.events)
       expect(claimed.map(e => e.id)).toEqual(ids)
       expect(claimed.map(e => (JSON.parse(e.payload) as { values: { v: number } }).values.v)).toEqual([1, 2, 3, 4, 5])
