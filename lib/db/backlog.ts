@@ -1,5 +1,4 @@
 import { DUE, headOfKey } from './due.js'
-import { appendedLog, droppedAfterAppend } from './log.js'
 import type { Queryable } from './pool.js'
 import type { PauseReason } from './pauses.js'
 
@@ -36,20 +35,6 @@ export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n,
 
 export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`
 
-/** The retention batch: $1 days, $2 rows at most. Literal state lists let the planner match the partial index. */
-export function deleteResolvedSql(includeFailed: boolean): string {
-  const states = includeFailed ? `'succeed', 'stopped', 'failed'` : `'succeed', 'stopped'`
-  // ANY(ARRAY(…)) makes the batch a list of ids read from the key; "id IN (subquery)" lets the planner
-  // hash-join against a scan of the whole table. The filter is repeated outside: another project's
-  // event may share an id, and only a row that is itself old and resolved may go.
-  const filter = `state IN (${states}) AND resolved_at < now() - $1 * interval '1 day'`
-  return `DELETE FROM actions_event WHERE id = ANY(ARRAY(
-    SELECT id FROM actions_event
-    WHERE ${filter}
-    ORDER BY resolved_at
-    LIMIT $2)) AND ${filter}`
-}
-
 /**
  * Reads every project's exact backlog. Both statements stay on partial indexes (due states; failed),
  * so resolved history, however large, is never scanned.
@@ -74,12 +59,6 @@ export async function readBacklog(db: Queryable): Promise<Map<string, ProjectBac
   return out
 }
 
-/** Deletes up to `limit` resolved events older than `days`, oldest first; returns how many it deleted. */
-export async function deleteResolved(db: Queryable, days: number, includeFailed: boolean, limit: number): Promise<number> {
-  const { rowCount } = await db.query(deleteResolvedSql(includeFailed), [days, limit])
-  return rowCount ?? 0
-}
-
 /** A paused target, for the sweeper's paused gauges and its probes' re-drive. */
 export type PausedTarget = {
   project: string; target: string; reason: PauseReason
@@ -90,48 +69,20 @@ export type PausedTarget = {
   probeDue: boolean
 }
 
-/** Every paused target with its waiting events (the health table holds one small row per target that ever failed). */
-export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> {
-  const { rows } = await db.query<{ project: string; target: string; reason: PausedTarget['reason']; waiting: number; oldest_s: number | null; probe_due: boolean }>(
-    `SELECT h.project, h.target, h.paused_reason AS reason, count(e.id)::int AS waiting,
+/** The paused targets with their events in a due state, for {@link readPausedTargets}. */
+export const PAUSED_TARGETS_SQL = `SELECT h.project, h.target, h.paused_reason AS reason, count(e.id)::int AS waiting,
             extract(epoch FROM now() - min(e.visible_at) FILTER (WHERE e.visible_at <= now()))::float8 AS oldest_s,
             coalesce(h.probe_at <= now(), false) AND count(e.id) > 0 AS probe_due
      FROM actions_target_health h
      LEFT JOIN actions_event e ON e.project = h.project AND e.target = h.target AND e.state IN ('created', 'retrying', 'processing')
      WHERE h.paused_at IS NOT NULL
      GROUP BY h.project, h.target, h.paused_reason, h.probe_at
-     ORDER BY h.project, h.target`,
+     ORDER BY h.project, h.target`
+
+/** Every paused target with its waiting events (the health table holds one small row per target that ever failed). */
+export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> {
+  const { rows } = await db.query<{ project: string; target: string; reason: PausedTarget['reason']; waiting: number; oldest_s: number | null; probe_due: boolean }>(
+    PAUSED_TARGETS_SQL,
   )
   return rows.map(r => ({ project: r.project, target: r.target, reason: r.reason, waiting: r.waiting, oldestAgeSeconds: r.oldest_s ?? 0, probeDue: r.probe_due }))
-}
-
-/**
- * $1 hours, $2 rows at most. Fails the waiting events (created, retrying) of targets paused longer than
- * $1 hours, oldest pause first: no request is made, so no attempt is counted, and the log says why
- * (the pause, its start and reason). The filter is repeated outside the batch pick: an event claimed or retried
- * meanwhile is left alone. Returns each changed event's project.
- */
-export const GIVE_UP_SQL = `WITH gave_up AS (
-    UPDATE actions_event e SET state = 'failed', resolved_at = now(), last_state_change = now(),
-      log = ${appendedLog('e', `jsonb_build_object('ok', false, 'errorMessage',
-        'Gave up: the target has been paused since ' || to_char(h.paused_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-        || ' (' || CASE h.paused_reason WHEN 'failures' THEN 'down' WHEN 'gone' THEN 'misconfigured (410)'
-                   WHEN 'misconfigured' THEN 'misconfigured (' || coalesce(h.pause_detail, '?') || ')' ELSE h.paused_reason END
-        || '), longer than PAUSED_GIVE_UP_HOURS')`)},
-      log_dropped = ${droppedAfterAppend('e')}
-    FROM actions_target_health h
-    WHERE e.id = ANY(ARRAY(
-        SELECT w.id FROM actions_target_health p JOIN actions_event w ON w.project = p.project AND w.target = p.target
-        WHERE p.paused_at < now() - $1 * interval '1 hour' AND w.state IN ('created', 'retrying')
-        ORDER BY p.paused_at LIMIT $2))
-      AND h.project = e.project AND h.target = e.target AND h.paused_at < now() - $1 * interval '1 hour'
-      AND e.state IN ('created', 'retrying')
-    RETURNING e.project
-  )
-  SELECT project, count(*)::int AS n FROM gave_up GROUP BY project`
-
-/** Applies PAUSED_GIVE_UP_HOURS ({@link GIVE_UP_SQL}); returns how many events failed, by project. */
-export async function giveUpPaused(db: Queryable, hours: number, limit: number): Promise<Map<string, number>> {
-  const { rows } = await db.query<{ project: string; n: number }>(GIVE_UP_SQL, [hours, limit])
-  return new Map(rows.map(r => [r.project, r.n]))
 }

@@ -1,7 +1,8 @@
 import type { Queryable } from './pool.js'
 import type { ClaimedEvent } from '../events.js'
 import { DUE, headOfKey } from './due.js'
-import { CLAIM_HEALTH_CTES } from './health.js'
+import { DEFAULT_RECORD_SETTINGS } from './health.js'
+import { named } from './sql.js'
 import { TARGET_DEFAULTS } from '../schema/actions.js'
 import { appendedLog, droppedAfterAppend } from './log.js'
 
@@ -61,31 +62,64 @@ export function jsDateText(utc: string): string {
   return m ? `${m[1]}T${m[2]}.${(m[3] ?? '').padEnd(3, '0').slice(0, 3)}Z` : utc
 }
 
-// Only what the body and the record need: the payload as text and the timestamps as UTC text, so
-// neither is parsed per event.
-const EVENT_COLUMNS = `e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at::text AS lease,
-  ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload`
-
 /** The log entry of an attempt whose outcome was never recorded (its dispatcher died, or no record could be written). */
 export const LEASE_EXPIRED = 'Lease expired before the attempt was recorded'
 
+/** The claim's parameters; the per-target arrays are parallel to `targets`. */
+type ClaimParams = {
+  project: string
+  targets: string[]
+  batch_sizes: number[]
+  lease_ms: number[]
+  /** Due events read as candidates at most (enough for every batch at the largest batch size). */
+  candidate_rows: number
+  max_batches: number
+  /** Targets whose events wait: neither claimed nor failed. */
+  waiting: readonly string[]
+  budget_bytes: number
+  /** Batches taken whatever the budget: 1 or 0. */
+  take_anyway: number
+  batches_per_target: number[]
+  attempts_per_target: number[]
+}
+
 /**
- * $1 project, $2..$4 target names, batch sizes and lease lengths, $5 candidate window, $6 batches at most,
- * $7 targets whose events wait, $8 payload byte budget, $9 batches taken whatever the budget (0 or 1),
- * $10 batches per target at most and $11 attempts per event at most (both by target, as $2).
+ * The claim (see {@link claimBatches}); test/fixtures/sql/claim.sql holds it whole, as sent.
+ * Health first: `probing` is the paused targets whose probe is due and that have a due event; its
+ * guarded UPDATE advances `probe_at` by the current interval, so a concurrent claim (which waits for
+ * the row, then re-checks `probe_at <= now()`) never probes the same target twice. `blocked` is the
+ * paused targets not probing now and those a receiver's Retry-After holds (`hold_until`, migration
+ * 007): their events are not claimed. The RETURNING list is only what the body and the record need:
+ * the payload as text and the timestamps as UTC text, so neither is parsed per event.
  */
-export const CLAIM_SQL = `WITH cfg AS (
-    SELECT * FROM unnest($2::text[], $3::int[], $4::int[], $10::int[], $11::int[]) AS c(target, batch_size, lease_ms, max_batches, max_attempts)
+export const CLAIM = named<ClaimParams>()(
+  ['project', 'targets', 'batch_sizes', 'lease_ms', 'candidate_rows', 'max_batches', 'waiting', 'budget_bytes', 'take_anyway', 'batches_per_target', 'attempts_per_target'],
+  `WITH cfg AS (
+    SELECT * FROM unnest($targets::text[], $batch_sizes::int[], $lease_ms::int[], $batches_per_target::int[], $attempts_per_target::int[]) AS c(target, batch_size, lease_ms, max_batches, max_attempts)
   ),
-  ${CLAIM_HEALTH_CTES},
+  probing AS (
+    UPDATE actions_target_health h
+    SET probe_at = now() + coalesce(h.probe_interval_ms, ${DEFAULT_RECORD_SETTINGS.probeMs}) * interval '1 millisecond', probe_claimed_at = now(), updated_at = now()
+    WHERE h.project = $project AND h.paused_at IS NOT NULL AND h.probe_at <= now() AND h.target = ANY($targets::text[])
+      AND (h.hold_until IS NULL OR h.hold_until <= now())
+      -- Ordered and limited as the due index is, so it probes the index per paused target instead of
+      -- becoming a semi-join over a sequential scan of the whole table.
+      AND EXISTS (SELECT 1 FROM actions_event d WHERE d.project = $project AND d.target = h.target
+                  AND ${DUE} ORDER BY d.priority DESC, d.visible_at LIMIT 1)
+    RETURNING h.target
+  ),
+  blocked AS (
+    SELECT target FROM actions_target_health
+    WHERE project = $project AND ((paused_at IS NOT NULL AND target NOT IN (SELECT target FROM probing)) OR hold_until > now())
+  ),
   candidates AS (
     -- lost: claimed before and its lease ran out with no record. The attempt may have reached the
     -- receiver, so it counts (below): a delivery that kills its dispatcher, or whose record cannot be
     -- written, ends after maxAttempts like any other failure instead of being sent again forever.
     SELECT id, project, target, priority, visible_at, seq, num_retries, batch_cap, state = 'processing' AS lost, octet_length(payload::text) AS bytes
     FROM actions_event
-    WHERE project = $1 AND ${DUE}
-      AND target <> ALL($7::text[])
+    WHERE project = $project AND ${DUE}
+      AND target <> ALL($waiting::text[])
       -- A paused target's events wait, attempts untouched (the circuit breaker), except one probe batch.
       -- An anti-join on purpose: the planner cannot estimate "target <> ALL(ARRAY(SELECT ...))", takes
       -- it for "no row left", and scans and sorts the whole backlog instead of reading the due index.
@@ -93,7 +127,7 @@ export const CLAIM_SQL = `WITH cfg AS (
       -- Per-entity order: only the earliest unresolved event of an ordering key (lib/db/due.ts).
       AND ${headOfKey('actions_event')}
     ORDER BY priority DESC, visible_at, seq
-    LIMIT $5
+    LIMIT $candidate_rows
     FOR NO KEY UPDATE SKIP LOCKED
   ),
   ranked AS (
@@ -126,8 +160,8 @@ export const CLAIM_SQL = `WITH cfg AS (
     FROM grouped
   ),
   picked AS (
-    -- At most $6 batches, while their running byte total stays within the budget (or among the first $9).
-    SELECT id, project, pos, bytes, lost, lease_ms, first_pos, NULL::text AS gave_up FROM ordered WHERE n <= $6 AND (running_bytes <= $8 OR n <= $9)
+    -- At most $max_batches batches, while their running byte total stays within the budget (or among the first $take_anyway).
+    SELECT id, project, pos, bytes, lost, lease_ms, first_pos, NULL::text AS gave_up FROM ordered WHERE n <= $max_batches AND (running_bytes <= $budget_bytes OR n <= $take_anyway)
     UNION ALL
     SELECT id, project, pos, bytes, lost, NULL, NULL, CASE WHEN batch_size IS NULL THEN 'unknown' ELSE 'spent' END FROM ranked WHERE batch_size IS NULL OR spent
   )
@@ -150,7 +184,11 @@ export const CLAIM_SQL = `WITH cfg AS (
   -- The key's two columns from the rows themselves: a constant project here makes the planner scan the
   -- project's events for each picked row instead of looking each up by its key.
   WHERE e.id = p.id AND e.project = p.project
-  RETURNING ${EVENT_COLUMNS}, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`
+  RETURNING e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at::text AS lease,
+  ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`,
+)
+/** {@link CLAIM}'s text (bench/profile.ts tells statements apart by it). */
+export const CLAIM_SQL = CLAIM.text
 
 /**
  * Claims up to `maxBatches` batches of a project's due events in one statement, as if taken one by one:
@@ -169,16 +207,23 @@ export const CLAIM_SQL = `WITH cfg AS (
  * last, it fails terminally instead of being claimed (`spent`).
  */
 export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {
-  const window = maxBatches * Math.max(1, ...targets.map(t => t.batchSize))
   const { rows } = await db.query<ClaimedEvent & { first_pos: string | null; pos: string; bytes: number; lost: boolean; gave_up: 'unknown' | 'spent' | null }>({
     // Prepared once per connection: under load the claim runs hundreds of times a second.
     name: 'actions_claim',
-    text: CLAIM_SQL,
-    values: [
-      project, targets.map(t => t.name), targets.map(t => t.batchSize), targets.map(t => t.leaseMs), window, maxBatches,
-      limits.waiting, limits.budgetBytes, limits.atLeastOne ? 1 : 0, targets.map(t => t.maxBatches),
-      targets.map(t => t.maxAttempts ?? TARGET_DEFAULTS.maxAttempts),
-    ],
+    text: CLAIM.text,
+    values: CLAIM.values({
+      project,
+      targets: targets.map(t => t.name),
+      batch_sizes: targets.map(t => t.batchSize),
+      lease_ms: targets.map(t => t.leaseMs),
+      candidate_rows: maxBatches * Math.max(1, ...targets.map(t => t.batchSize)),
+      max_batches: maxBatches,
+      waiting: limits.waiting,
+      budget_bytes: limits.budgetBytes,
+      take_anyway: limits.atLeastOne ? 1 : 0,
+      batches_per_target: targets.map(t => t.maxBatches),
+      attempts_per_target: targets.map(t => t.maxAttempts ?? TARGET_DEFAULTS.maxAttempts),
+    }),
   })
   const unknownTarget: ClaimedEvent[] = []
   const spent: ClaimedEvent[] = []

@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js'
+import { named } from './sql.js'
 
 /**
  * The one spelling of "due" (waiting, retrying, or claimed with its lease run out, and its time come)
@@ -24,18 +25,21 @@ export const headOfKey = (e: string) => `(${e}.order_key IS NULL OR NOT EXISTS (
 // so they must not count as work a signal could move.
 
 /**
- * $1 project, $2 held targets. Ordered as the due index is on purpose: with a bare LIMIT 1 the planner
+ * Whether the project has a due event of a target not `held`. Ordered as the due index is on purpose: with a bare LIMIT 1 the planner
  * expects a match within the first few rows of a sequential scan, and scans every resolved event of
  * the project before the due ones (12 ms at 100,000 resolved rows; 0.03 ms from the index).
  */
-export const HAS_DUE_SQL = `SELECT 1 FROM actions_event
-     WHERE project = $1 AND ${DUE}
-       AND target <> ALL($2::text[]) AND ${headOfKey('actions_event')}
-     ORDER BY priority DESC, visible_at LIMIT 1`
+export const HAS_DUE = named<{ project: string; held: readonly string[] }>()(
+  ['project', 'held'],
+  `SELECT 1 FROM actions_event
+     WHERE project = $project AND ${DUE}
+       AND target <> ALL($held::text[]) AND ${headOfKey('actions_event')}
+     ORDER BY priority DESC, visible_at LIMIT 1`,
+)
 
 /** Whether the project has an event due now (any due state), leaving out events of `held` targets. */
 export async function hasDueEvents(db: Queryable, project: string, held: readonly string[] = []): Promise<boolean> {
-  const { rows } = await db.query(HAS_DUE_SQL, [project, held])
+  const { rows } = await db.query(HAS_DUE.text, HAS_DUE.values({ project, held }))
   return rows.length > 0
 }
 
@@ -44,17 +48,18 @@ export async function hasDueEvents(db: Queryable, project: string, held: readonl
 const PAUSED = `SELECT 1 FROM actions_target_health h WHERE h.project = e.project AND h.target = e.target AND (h.paused_at IS NOT NULL OR h.hold_until > now())`
 
 /**
- * $1 project, $2 held targets. The next time a waiting event (created or retrying) of the project
- * becomes due, in ms from now; null when none waits. First, one ordered probe of the due index: an
+ * The next time a waiting event (created or retrying) of the project, of a target not `held`, becomes due, in ms from now; null when none waits. First, one ordered probe of the due index: an
  * event of a running target due now answers 0 at once (the usual case under load, when the minimum
  * below would read every waiting event of the backlog: 3.6 ms per drain at 2,000 events/s). Only
  * when nothing is due now is the minimum taken, over what waits (future retries, paused targets).
  * Events behind an earlier event of their ordering key are left out: they wait for it, not for a time.
  */
-export const NEXT_DUE_SQL = `SELECT CASE
+export const NEXT_DUE = named<{ project: string; held: readonly string[] }>()(
+  ['project', 'held'],
+  `SELECT CASE
     WHEN EXISTS (
       SELECT 1 FROM actions_event e
-      WHERE e.project = $1 AND ${DUE} AND e.state <> 'processing' AND e.target <> ALL($2::text[])
+      WHERE e.project = $project AND ${DUE} AND e.state <> 'processing' AND e.target <> ALL($held::text[])
         AND NOT EXISTS (${PAUSED}) AND ${headOfKey('e')}
       ORDER BY e.priority DESC, e.visible_at LIMIT 1)
     THEN 0::float8
@@ -62,9 +67,10 @@ export const NEXT_DUE_SQL = `SELECT CASE
       SELECT (extract(epoch FROM min(greatest(e.visible_at, h.probe_at, h.hold_until)) - now()) * 1000)::float8
       FROM actions_event e
       LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND (h.paused_at IS NOT NULL OR h.hold_until > now())
-      WHERE e.project = $1 AND e.state IN ('created', 'retrying') AND e.target <> ALL($2::text[])
+      WHERE e.project = $project AND e.state IN ('created', 'retrying') AND e.target <> ALL($held::text[])
         AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL) AND ${headOfKey('e')})
-  END AS ms`
+  END AS ms`,
+)
 
 /**
  * Milliseconds until the project's next waiting event (created or retrying) becomes due, or undefined
@@ -73,7 +79,7 @@ export const NEXT_DUE_SQL = `SELECT CASE
  */
 export async function msUntilNextDue(db: Queryable, project: string, held: readonly string[] = []): Promise<number | undefined> {
   // Prepared once per connection: every drain asks, and planning it cost more than running it.
-  const { rows } = await db.query<{ ms: number | null }>({ name: 'actions_next_due', text: NEXT_DUE_SQL, values: [project, held] })
+  const { rows } = await db.query<{ ms: number | null }>({ name: 'actions_next_due', text: NEXT_DUE.text, values: NEXT_DUE.values({ project, held }) })
   const ms = rows[0]?.ms
   return ms === null || ms === undefined ? undefined : Math.max(0, ms)
 }

@@ -2,6 +2,7 @@ import type pg from 'pg'
 import { arrayLiteral } from './arrays.js'
 import { claimBatches, type ClaimLimits, type ClaimResult, type TargetClaimConfig } from './claim.js'
 import { withTransaction } from './pool.js'
+import { named, type ArrayText } from './sql.js'
 
 /**
  * Per-target caps (issue 22, item 2; migration 008), enforced by the database across every drain:
@@ -33,43 +34,56 @@ export type FlowOutcome = {
 /** A request granted to a target: its batch's first event and lease (the row's `in_flight` list). */
 type Granted = { id: string; lease: string }
 
-/** $1 project, $2 capped targets: their rows, created the first time a target is capped. */
-const CREATE_SQL = `INSERT INTO actions_target_flow (project, target) SELECT $1, t FROM unnest($2::text[]) AS t ON CONFLICT DO NOTHING`
+/** The capped targets' rows, created the first time a target is capped. */
+export const FLOW_CREATE = named<{ project: string; targets: ArrayText }>()(
+  ['project', 'targets'],
+  `INSERT INTO actions_target_flow (project, target) SELECT $project, t FROM unnest($targets::text[]) AS t ON CONFLICT DO NOTHING`,
+)
 
 /**
- * $1 project, $2 capped targets: their rows, locked in name order (two claims cannot deadlock); a claim
+ * The capped targets' rows, locked in name order (two claims cannot deadlock); a claim
  * that waited here reads the row as the claim before it left it. A lock, not an upsert: an upsert
  * writes a row version per claim, and hundreds a second of them slowed every claim of the target. The
  * rate's schedule runs on clock_timestamp(), the time now, not now(), the transaction's start, which is
  * before any wait for the lock: a schedule from that would crowd requests together.
  */
-const LOCK_SQL = `SELECT target, (extract(epoch FROM next_start_at - clock_timestamp()) * 1000)::float8 AS tat_in_ms,
+export const FLOW_LOCK = named<{ project: string; targets: ArrayText }>()(
+  ['project', 'targets'],
+  `SELECT target, (extract(epoch FROM next_start_at - clock_timestamp()) * 1000)::float8 AS tat_in_ms,
     clock_timestamp()::text AS locked_at, in_flight
-  FROM actions_target_flow WHERE project = $1 AND target = ANY($2::text[])
+  FROM actions_target_flow WHERE project = $project AND target = ANY($targets::text[])
   ORDER BY target
-  FOR UPDATE`
+  FOR UPDATE`,
+)
 
 /**
- * $1 project, $2 targets, $3 event ids, $4 leases: which granted requests are still in flight (the
+ * Which granted requests (by target, the batch's first event id and its lease) are still in flight (the
  * batch's first event still `processing` under its lease, the lease not run out). A statement of its
  * own, after the lock, so its snapshot holds every claim committed before.
  */
-const IN_FLIGHT_SQL = `SELECT g.target, g.id::text AS id, g.lease::text AS lease
-  FROM unnest($2::text[], $3::uuid[], $4::timestamptz[]) AS g(target, id, lease)
-  JOIN actions_event e ON e.id = g.id AND e.project = $1
-  WHERE e.state = 'processing' AND e.visible_at = g.lease AND g.lease > now()`
+export const FLOW_IN_FLIGHT = named<{ project: string; targets: ArrayText; ids: ArrayText; leases: ArrayText }>()(
+  ['project', 'targets', 'ids', 'leases'],
+  `SELECT g.target, g.id::text AS id, g.lease::text AS lease
+  FROM unnest($targets::text[], $ids::uuid[], $leases::timestamptz[]) AS g(target, id, lease)
+  JOIN actions_event e ON e.id = g.id AND e.project = $project
+  WHERE e.state = 'processing' AND e.visible_at = g.lease AND g.lease > now()`,
+)
 
 /**
- * $1 project, $2 targets, $3 their requests in flight now (jsonb lists), $4 requests started now,
- * $5 ms between requests (0: no rate), $6 when the rows were locked.
+ * What this claim leaves in the rows, by target: its requests in flight now (`in_flight`, jsonb lists),
+ * requests started now (`started`) and the ms between requests (`interval_ms`, 0: no rate); the rate's
+ * schedule runs on from when the rows were locked (`locked_at`).
  */
-const SAVE_SQL = `UPDATE actions_target_flow f
+export const FLOW_SAVE = named<{ project: string; targets: ArrayText; in_flight: ArrayText; started: ArrayText; interval_ms: ArrayText; locked_at: string }>()(
+  ['project', 'targets', 'in_flight', 'started', 'interval_ms', 'locked_at'],
+  `UPDATE actions_target_flow f
   SET in_flight = a.in_flight, claimed_at = now(),
       next_start_at = CASE WHEN a.interval_ms > 0 AND a.n > 0
-                           THEN greatest(coalesce(f.next_start_at, '-infinity'), $6::timestamptz) + a.n * a.interval_ms * interval '1 millisecond'
+                           THEN greatest(coalesce(f.next_start_at, '-infinity'), $locked_at::timestamptz) + a.n * a.interval_ms * interval '1 millisecond'
                            ELSE f.next_start_at END
-  FROM unnest($2::text[], $3::jsonb[], $4::int[], $5::float8[]) AS a(target, in_flight, n, interval_ms)
-  WHERE f.project = $1 AND f.target = a.target`
+  FROM unnest($targets::text[], $in_flight::jsonb[], $started::int[], $interval_ms::float8[]) AS a(target, in_flight, n, interval_ms)
+  WHERE f.project = $project AND f.target = a.target`,
+)
 
 /** Whether the target has a cap of either kind. */
 export const isCapped = (t: TargetClaimConfig) => t.maxInFlight !== undefined || t.maxPerSecond !== undefined
@@ -103,16 +117,16 @@ export async function claimWithCaps(pool: pg.Pool, project: string, targets: rea
   const sorted = [...targets].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   return withTransaction(pool, async client => {
     const names = arrayLiteral(sorted.map(t => t.name))
-    const lock = async () => (await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(LOCK_SQL, [project, names])).rows
+    const lock = async () => (await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(FLOW_LOCK.text, FLOW_LOCK.values({ project, targets: names }))).rows
     let locked = await lock()
     if (locked.length < sorted.length) {
-      await client.query(CREATE_SQL, [project, names])
+      await client.query(FLOW_CREATE.text, FLOW_CREATE.values({ project, targets: names }))
       locked = await lock()
     }
     const granted = locked.flatMap(r => r.in_flight.map(g => ({ target: r.target, ...g })))
-    const live = granted.length === 0 ? [] : (await client.query<{ target: string } & Granted>(IN_FLIGHT_SQL, [
-      project, arrayLiteral(granted.map(g => g.target)), arrayLiteral(granted.map(g => g.id)), arrayLiteral(granted.map(g => g.lease)),
-    ])).rows
+    const live = granted.length === 0 ? [] : (await client.query<{ target: string } & Granted>(FLOW_IN_FLIGHT.text, FLOW_IN_FLIGHT.values({
+      project, targets: arrayLiteral(granted.map(g => g.target)), ids: arrayLiteral(granted.map(g => g.id)), leases: arrayLiteral(granted.map(g => g.lease)),
+    }))).rows
     const grants = new Map(sorted.map(t => {
       const row = locked.find(r => r.target === t.name)
       return [t.name, grantOf(t, live.filter(g => g.target === t.name).length, row?.tat_in_ms ?? null)] as const
@@ -134,10 +148,10 @@ export async function claimWithCaps(pool: pg.Pool, project: string, targets: rea
       ]
       return { target: t.name, inFlight, n: mine.length, intervalMs: g.intervalMs }
     })
-    await client.query(SAVE_SQL, [
-      project, arrayLiteral(saved.map(s => s.target)), arrayLiteral(saved.map(s => JSON.stringify(s.inFlight))),
-      arrayLiteral(saved.map(s => s.n)), arrayLiteral(saved.map(s => s.intervalMs)), locked[0]?.locked_at ?? 'now',
-    ])
+    await client.query(FLOW_SAVE.text, FLOW_SAVE.values({
+      project, targets: arrayLiteral(saved.map(s => s.target)), in_flight: arrayLiteral(saved.map(s => JSON.stringify(s.inFlight))),
+      started: arrayLiteral(saved.map(s => s.n)), interval_ms: arrayLiteral(saved.map(s => s.intervalMs)), locked_at: locked[0]?.locked_at ?? 'now',
+    }))
     return { result, flow }
   })
 }

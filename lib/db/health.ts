@@ -1,5 +1,4 @@
 import type { Queryable } from './pool.js'
-import { DUE } from './due.js'
 
 /**
  * The circuit breaker's knobs (config BREAKER_*, RETRY_AFTER_MAX_MS, RETRY_JITTER), passed to the
@@ -28,32 +27,6 @@ export const DEFAULT_RECORD_SETTINGS: RecordSettings = {
 }
 
 /**
- * The claim's view of target health ($1 project, $2 targets claimable). `probing`: the paused targets
- * whose probe is due and that have a due event; the guarded UPDATE advances `probe_at` by the current
- * interval, so a concurrent claim (which waits for this row, then re-checks `probe_at <= now()`) never
- * probes the same target twice. `blocked`: paused targets not probing now, and targets a receiver's
- * Retry-After holds (`hold_until`, migration 007); their events are not claimed.
- */
-export const CLAIM_HEALTH_CTES = `probing AS (
-    UPDATE actions_target_health h
-    SET probe_at = now() + coalesce(h.probe_interval_ms, ${DEFAULT_RECORD_SETTINGS.probeMs}) * interval '1 millisecond', probe_claimed_at = now(), updated_at = now()
-    WHERE h.project = $1 AND h.paused_at IS NOT NULL AND h.probe_at <= now() AND h.target = ANY($2::text[])
-      AND (h.hold_until IS NULL OR h.hold_until <= now())
-      -- Ordered and limited as the due index is, so it probes the index per paused target instead of
-      -- becoming a semi-join over a sequential scan of the whole table.
-      AND EXISTS (SELECT 1 FROM actions_event d WHERE d.project = $1 AND d.target = h.target
-                  AND ${DUE} ORDER BY d.priority DESC, d.visible_at LIMIT 1)
-    RETURNING h.target
-  ),
-  blocked AS (
-    SELECT target FROM actions_target_health
-    WHERE project = $1 AND ((paused_at IS NOT NULL AND target NOT IN (SELECT target FROM probing)) OR hold_until > now())
-  )`
-
-/** Where the record statements pass the breaker's settings: parameter references such as `$16`. */
-export type HealthParams = { threshold: string; probe: string; probeCap: string }
-
-/**
  * How the recorded attempts move a target's health (in the record statement; `excluded` is what this
  * statement saw of the target, `h` its row as it is now):
  * - `resume`: it answered (an event delivered or a 2xx) while paused for failures;
@@ -66,38 +39,38 @@ export type HealthParams = { threshold: string; probe: string; probeCap: string 
  *   answers so;
  * - `keep`: nothing changes in the pause (operator pauses are left to operators).
  */
-const mode = ({ threshold }: HealthParams) => `(CASE
+const MODE = `(CASE
     WHEN excluded.failing_since IS NULL THEN CASE WHEN h.paused_reason = 'failures' THEN 'resume' ELSE 'keep' END
-    WHEN ${threshold}::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
+    WHEN $breaker_threshold::int = 0 THEN CASE WHEN h.paused_reason = 'failures' THEN 'backoff' ELSE 'keep' END
     WHEN excluded.paused_reason = 'gone' THEN CASE WHEN h.paused_reason = 'gone' THEN 'keep' ELSE 'gone' END
     WHEN h.paused_reason = 'failures' AND excluded.pause_detail IS NOT NULL AND h.probe_claimed_at >= h.paused_at THEN 'misconfigure'
     WHEN h.paused_reason = 'failures' AND h.probe_claimed_at >= h.paused_at THEN 'backoff'
     WHEN h.paused_reason IS NOT NULL THEN 'keep'
-    WHEN excluded.paused_reason IS NOT NULL OR h.consecutive_failures + excluded.consecutive_failures >= ${threshold}::int
+    WHEN excluded.paused_reason IS NOT NULL OR h.consecutive_failures + excluded.consecutive_failures >= $breaker_threshold::int
       THEN CASE WHEN excluded.pause_detail IS NOT NULL THEN 'misconfigure' ELSE 'pause' END
     ELSE 'keep' END)`
+
+// A failed probe doubles the interval, up to the cap.
+const DOUBLED = `least(coalesce(h.probe_interval_ms, $probe_ms::int)::bigint * 2, $probe_cap_ms::int)::int`
 
 /**
  * A record statement's health upsert over `seen` (per project and target: down, gone, failed
  * batches, held, known, `hold_until`: when a Retry-After asked the target to be left alone until, and
  * `misconfigured`: what it answered that needs an operator). A target with no row that answered writes nothing; a healthy row is not
  * rewritten by a success. A failure run starts at the earliest failure recorded (least()), so a
- * statement that commits late cannot start the run after an event's own first failure. `p` names the
- * parameters holding the threshold, the first probe interval (ms) and the probe interval cap (ms).
+ * statement that commits late cannot start the run after an event's own first failure. Its parameters
+ * are named alike in both record statements: `$breaker_threshold`, `$probe_ms` (the first probe
+ * interval) and `$probe_cap_ms` (the interval's cap).
  */
-export function healthUpsert(p: HealthParams): string {
-  const MODE = mode(p)
-  const PROBE = `${p.probe}::int`
-  const DOUBLED = `least(coalesce(h.probe_interval_ms, ${PROBE})::bigint * 2, ${p.probeCap}::int)::int`
-  return `health AS (
+export const HEALTH_UPSERT = `health AS (
     INSERT INTO actions_target_health AS h
       (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, hold_until, pause_detail, updated_at)
     SELECT project, target, CASE WHEN down THEN batches ELSE 0 END, CASE WHEN down THEN now() END,
            CASE WHEN pause IS NOT NULL THEN now() END, pause,
-           CASE WHEN pause = 'failures' THEN now() + ${PROBE} * interval '1 millisecond' END,
-           CASE WHEN pause = 'failures' THEN ${PROBE} END, hold_until, CASE WHEN down THEN misconfigured END, now()
-    FROM (SELECT *, CASE WHEN ${p.threshold}::int = 0 THEN NULL WHEN gone THEN 'gone'
-                         WHEN down AND (held OR batches >= ${p.threshold}::int) THEN CASE WHEN misconfigured IS NOT NULL THEN 'misconfigured' ELSE 'failures' END
+           CASE WHEN pause = 'failures' THEN now() + $probe_ms::int * interval '1 millisecond' END,
+           CASE WHEN pause = 'failures' THEN $probe_ms::int END, hold_until, CASE WHEN down THEN misconfigured END, now()
+    FROM (SELECT *, CASE WHEN $breaker_threshold::int = 0 THEN NULL WHEN gone THEN 'gone'
+                         WHEN down AND (held OR batches >= $breaker_threshold::int) THEN CASE WHEN misconfigured IS NOT NULL THEN 'misconfigured' ELSE 'failures' END
                     END AS pause FROM seen) s
     WHERE down OR known OR hold_until IS NOT NULL
     ON CONFLICT (project, target) DO UPDATE SET
@@ -109,19 +82,15 @@ export function healthUpsert(p: HealthParams): string {
       paused_reason = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN 'gone' WHEN 'pause' THEN 'failures' WHEN 'misconfigure' THEN 'misconfigured' ELSE h.paused_reason END,
       pause_detail = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN '410' WHEN 'pause' THEN NULL WHEN 'misconfigure' THEN excluded.pause_detail ELSE h.pause_detail END,
       probe_at = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'misconfigure' THEN NULL
-                 WHEN 'pause' THEN now() + ${PROBE} * interval '1 millisecond'
+                 WHEN 'pause' THEN now() + $probe_ms::int * interval '1 millisecond'
                  WHEN 'backoff' THEN now() + ${DOUBLED} * interval '1 millisecond' ELSE h.probe_at END,
-      probe_interval_ms = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'misconfigure' THEN NULL WHEN 'pause' THEN ${PROBE}
+      probe_interval_ms = CASE ${MODE} WHEN 'resume' THEN NULL WHEN 'gone' THEN NULL WHEN 'misconfigure' THEN NULL WHEN 'pause' THEN $probe_ms::int
                           WHEN 'backoff' THEN ${DOUBLED} ELSE h.probe_interval_ms END,
       probe_claimed_at = CASE ${MODE} WHEN 'keep' THEN h.probe_claimed_at ELSE NULL END,
       updated_at = now()
     WHERE excluded.failing_since IS NOT NULL OR h.consecutive_failures > 0 OR h.paused_reason = 'failures' OR excluded.hold_until IS NOT NULL
     RETURNING h.project, h.target, h.paused_reason
   )`
-}
-
-/** RECORD_SQL's health upsert: $16 threshold, $17 first probe interval (ms), $18 probe interval cap (ms). */
-export const HEALTH_UPSERT = healthUpsert({ threshold: '$16', probe: '$17', probeCap: '$18' })
 
 /** A target's health row, as tests and operators read it. */
 export type TargetHealth = {

@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js'
+import { named } from './sql.js'
 
 /**
  * A drain writes its project's progress at most this often. Often enough that a healthy drain,
@@ -7,13 +8,16 @@ import type { Queryable } from './pool.js'
  */
 export const PROGRESS_INTERVAL_MS = 30_000
 
-// GREATEST keeps concurrent drains from moving it back.
-export const PROGRESS_TOUCH_SQL = `INSERT INTO actions_dispatch_progress (project, progressed_at) VALUES ($1, now())
-  ON CONFLICT (project) DO UPDATE SET progressed_at = GREATEST(actions_dispatch_progress.progressed_at, excluded.progressed_at)`
+/** The project's progress, now. GREATEST keeps concurrent drains from moving it back. */
+export const PROGRESS_TOUCH = named<{ project: string }>()(
+  ['project'],
+  `INSERT INTO actions_dispatch_progress (project, progressed_at) VALUES ($project, now())
+  ON CONFLICT (project) DO UPDATE SET progressed_at = GREATEST(actions_dispatch_progress.progressed_at, excluded.progressed_at)`,
+)
 
 /** Records that dispatch just made progress on the project. */
 export async function touchProgress(db: Queryable, project: string): Promise<void> {
-  await db.query({ name: 'actions_progress_touch', text: PROGRESS_TOUCH_SQL, values: [project] })
+  await db.query({ name: 'actions_progress_touch', text: PROGRESS_TOUCH.text, values: PROGRESS_TOUCH.values({ project }) })
 }
 
 /**

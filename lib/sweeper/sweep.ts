@@ -1,8 +1,10 @@
 import { listProjects } from '../db/schemas.js'
-import { deleteResolved, dueTotal, giveUpPaused, readBacklog, readPausedTargets, type ProjectBacklog } from '../db/backlog.js'
+import { dueTotal, readBacklog, readPausedTargets, type PausedTarget, type ProjectBacklog } from '../db/backlog.js'
+import { deleteResolved, giveUpPaused } from '../db/retention.js'
 import { pauseKind } from '../db/pauses.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
+import type { Logger } from '../log.js'
 import { createSweeperGauges, type SweeperGauges } from '../metrics/registry.js'
 import { deleteStaleGroups } from '../metrics/push.js'
 import { heartbeatOf } from './heartbeat.js'
@@ -42,7 +44,23 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   // Active: a stored schema, or due events (without a schema they still need driving, to fail as
   // unknown target). A removed project whose events are all resolved is not active: no heartbeat.
   const active = [...new Set([...projects, ...[...backlog.values()].filter(b => dueTotal(b) > 0).map(b => b.project)])].sort()
+  const signals = await redrive(deps, log, active, backlog, paused)
 
+  const gauges = createSweeperGauges()
+  setBacklogGauges(gauges, active, backlog, progress, nowSeconds)
+  setPausedGauges(gauges, paused)
+  // Every enabled sink (Pushgateway with replace semantics, EMF) from one call; it never throws.
+  await deps.sinks.gauges(gauges, log)
+  const deletedGroups = await deleteStaleMetricGroups(deps, log, opts)
+
+  const gaveUp = await giveUp(deps, log)
+  const deletedResolved = await applyRetention(deps, opts)
+  log.info('Sweep finished', { projects: active.length, signalled: Object.keys(signals).length, deletedResolved, deletedGroups })
+  return { projects: active, signals, gaveUp: Object.fromEntries(gaveUp), deletedResolved, deletedGroups, gauges }
+}
+
+/** Sends each active project the signals its backlog calls for; returns what was sent (nothing when sending failed). */
+async function redrive(deps: Deps, log: Logger, active: readonly string[], backlog: Map<string, ProjectBacklog>, paused: readonly PausedTarget[]): Promise<Record<string, number>> {
   const signals: Record<string, number> = {}
   // A paused target's backlog is not due work, but its due probe is: one signal for it (a drain left a
   // delayed one, which may have been lost).
@@ -55,8 +73,11 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
   } catch (error) {
     log.error('Could not send re-drive signals; the next pass tries again', { error, projects: wanted.map(w => w.project) })
   }
+  return signals
+}
 
-  const gauges = createSweeperGauges()
+/** Heartbeats of the active projects and backlog gauges of every project with events. */
+function setBacklogGauges(gauges: SweeperGauges, active: readonly string[], backlog: Map<string, ProjectBacklog>, progress: Map<string, number>, nowSeconds: number): void {
   // Backlog gauges also cover failed events left by a removed project: they still need an operator.
   for (const project of new Set([...active, ...backlog.keys()])) {
     const b = backlog.get(project)
@@ -66,7 +87,10 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     gauges.oldestDueAge.set(labels, b?.oldestDueAgeSeconds ?? 0)
     gauges.failedEvents.set(labels, b?.failed ?? 0)
   }
-  // Paused targets only: a resumed one has no series, and the replacing push removes its last one.
+}
+
+/** Gauges of the paused targets only: a resumed one has no series, and the replacing push removes its last one. */
+function setPausedGauges(gauges: SweeperGauges, paused: readonly PausedTarget[]): void {
   for (const p of paused) {
     const labels = { contember_project: p.project, target: p.target }
     gauges.targetPaused.set(labels, 1)
@@ -76,36 +100,41 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
     // Waiting for an operator: a 410 Gone, or (issue 23) any misconfiguration.
     if (p.reason === 'gone' || p.reason === 'misconfigured') gauges.targetGone.set(labels, 1)
   }
+}
 
-  // Every enabled sink (Pushgateway with replace semantics, EMF) from one call; it never throws.
-  await deps.sinks.gauges(gauges, log)
-  let deletedGroups = 0
+/** Deletes the Pushgateway's stale metric groups while time allows; returns how many (0 without a Pushgateway, or on failure). */
+async function deleteStaleMetricGroups(deps: Deps, log: Logger, opts: SweepOptions): Promise<number> {
   const url = deps.config.PUSHGATEWAY_URL
-  if (url) {
-    try {
-      deletedGroups = await deleteStaleGroups(url, { maxAgeSeconds: deps.config.METRICS_STALE_GROUP_SECONDS, timeoutMs: deps.config.PUSHGATEWAY_TIMEOUT_MS, ownInstance: opts.ownInstance, hasTime: () => opts.remainingMs() >= RETENTION_RESERVE_MS })
-    } catch (error) {
-      log.warn('Could not clean up stale metric groups', { error })
-    }
+  if (!url) return 0
+  try {
+    return await deleteStaleGroups(url, { maxAgeSeconds: deps.config.METRICS_STALE_GROUP_SECONDS, timeoutMs: deps.config.PUSHGATEWAY_TIMEOUT_MS, ownInstance: opts.ownInstance, hasTime: () => opts.remainingMs() >= RETENTION_RESERVE_MS })
+  } catch (error) {
+    log.warn('Could not clean up stale metric groups', { error })
+    return 0
   }
+}
 
-  // PAUSED_GIVE_UP_HOURS: waiting has a bound; what gave up is counted as failed, like every terminal failure.
+/** PAUSED_GIVE_UP_HOURS: waiting has a bound; what gave up is counted as failed, like every terminal failure. */
+async function giveUp(deps: Deps, log: Logger): Promise<Map<string, number>> {
   const gaveUp = deps.config.PAUSED_GIVE_UP_HOURS > 0 ? await giveUpPaused(deps.db, deps.config.PAUSED_GIVE_UP_HOURS, deps.config.RETENTION_BATCH_SIZE) : new Map<string, number>()
   for (const [project, n] of gaveUp) {
     deps.metrics.forProject(project).failed(n)
     log.error('Gave up events of a target paused longer than PAUSED_GIVE_UP_HOURS; bulk retry brings them back', { project, events: n })
   }
   await emitOps(deps, [...gaveUp].map(([project, events]) => ({ kind: 'events.gave_up' as const, project, events })))
+  return gaveUp
+}
 
-  let deletedResolved = 0
+/** Retention in batches while time allows; returns how many resolved events it deleted. */
+async function applyRetention(deps: Deps, opts: SweepOptions): Promise<number> {
+  let deleted = 0
   // RETENTION_DAYS=0: every event is kept (upstream's behaviour).
   for (let i = 0; deps.config.RETENTION_DAYS > 0 && i < MAX_RETENTION_BATCHES && opts.remainingMs() > RETENTION_RESERVE_MS; i++) {
     const n = await deleteResolved(deps.db, deps.config.RETENTION_DAYS, deps.config.RETENTION_INCLUDE_FAILED, deps.config.RETENTION_BATCH_SIZE)
-    deletedResolved += n
+    deleted += n
     if (n < deps.config.RETENTION_BATCH_SIZE) break
   }
-  log.info('Sweep finished', { projects: active.length, signalled: Object.keys(signals).length, deletedResolved, deletedGroups })
-  return { projects: active, signals, gaveUp: Object.fromEntries(gaveUp), deletedResolved, deletedGroups, gauges }
+  return deleted
 }
 
 /** None when nothing is due, one for a small backlog, more for a large one, never above the dispatch parallelism. */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
-import { HAS_DUE_SQL, msUntilNextDue, NEXT_DUE_SQL } from '../../lib/db/due.js'
+import { HAS_DUE, msUntilNextDue, NEXT_DUE } from '../../lib/db/due.js'
 import { freshDatabase } from '../helpers/db.js'
 
 // One project whose one target holds a deep due backlog behind many more resolved events, with
@@ -39,14 +39,14 @@ describe('the claim and due statements on one deep project', () => {
   })
 
   it('answers "is anything due" from the due index, not by scanning the resolved rows first', async () => {
-    const p = await plan(HAS_DUE_SQL, ['p', []])
+    const p = await plan(HAS_DUE.text, ['p', []])
     expect(p).toMatch(/Index (Only )?Scan using actions_event_due_idx/)
     expect(p).not.toMatch(/Seq Scan on actions_event/)
   })
 
   it('answers "when is the next event due" with one probe of the due index while something is due now', async () => {
     expect(await msUntilNextDue(db.pool, 'p')).toBe(0)
-    const { rows } = await db.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${NEXT_DUE_SQL}`, ['p', []])
+    const { rows } = await db.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${NEXT_DUE.text}`, ['p', []])
     const all = nodes(rows[0]!['QUERY PLAN'][0]!.Plan)
     // The minimum over every waiting event (20,000 here) is never computed.
     const aggregates = all.filter(n => n['Node Type'] === 'Aggregate')

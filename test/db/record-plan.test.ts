@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { RECORD_OK_SQL, RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
+import { RECORD_OK_SQL, RECORD_SQL } from '../../lib/db/record.js'
+import { RELEASE_SQL } from '../../lib/db/release.js'
 import { freshDatabase } from '../helpers/db.js'
 
 // The bench's shape: a modest table analyzed while nothing was claimed, then hundreds of events in flight.

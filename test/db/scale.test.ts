@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
-import { RECORD_OK_SQL, RECORD_SQL, RELEASE_SQL } from '../../lib/db/record.js'
-import { deleteResolvedSql, DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../../lib/db/backlog.js'
-import { PROGRESS_TOUCH_SQL } from '../../lib/db/progress.js'
+import { RECORD_OK_SQL, RECORD_SQL } from '../../lib/db/record.js'
+import { RELEASE_SQL } from '../../lib/db/release.js'
+import { DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../../lib/db/backlog.js'
+import { DELETE_RESOLVED, DELETE_RESOLVED_WITH_FAILED } from '../../lib/db/retention.js'
+import { PROGRESS_TOUCH } from '../../lib/db/progress.js'
 import { freshDatabase } from '../helpers/db.js'
 
 // 100 projects and a million resolved rows: the sweeper's statements must stay on partial indexes.
@@ -44,7 +46,7 @@ describe('sweeper and claim statements at scale', () => {
   })
 
   it.each([false, true])('pick retention batches from the resolved index (failed included: %s)', async includeFailed => {
-    const p = await plan(deleteResolvedSql(includeFailed), [7, 5000])
+    const p = await plan((includeFailed ? DELETE_RESOLVED_WITH_FAILED : DELETE_RESOLVED).text, [7, 5000])
     expect(p).toContain('actions_event_resolved_idx')
     expect(p).toContain('actions_event_pkey')
     expect(p).not.toMatch(/Seq Scan on actions_event/)
@@ -74,7 +76,7 @@ describe('sweeper and claim statements at scale', () => {
   })
 
   it('write dispatch progress without reading the event table', async () => {
-    const p = await plan(PROGRESS_TOUCH_SQL, ['p1'])
+    const p = await plan(PROGRESS_TOUCH.text, ['p1'])
     expect(p).toContain('Insert on actions_dispatch_progress')
     expect(p).not.toContain('actions_event ')
   })
