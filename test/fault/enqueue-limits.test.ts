@@ -1,20 +1,18 @@
 import { randomUUID } from 'node:crypto'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { storeSchema } from '../../lib/db/schemas.js'
 import { enqueue } from '../../lib/enqueue.js'
 import { EnqueueValidationError } from '../../lib/enqueue/errors.js'
 import { parseActionsSchema, SchemaValidationError } from '../../lib/schema/actions.js'
 import { MAX_DEPTH, MAX_EVENTS_PER_REQUEST, MAX_PAYLOAD_BYTES, MAX_REQUEST_BYTES } from '../../lib/schema/limits.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
 import { createPayload, sampleSchema, TX } from '../fixtures/schemas.js'
 
-let env: TestEnv
+const env = useHarness()
 beforeAll(async () => {
-  env = await testEnv()
   await storeSchema(env.db.pool, 'f', sampleSchema())
   await storeSchema(env.db.pool, 'g', sampleSchema())
 })
-afterAll(async () => { await env.close() })
 beforeEach(async () => { await env.db.pool.query('DELETE FROM actions_event') })
 const count = async () => Number((await env.db.pool.query('SELECT count(*) AS n FROM actions_event')).rows[0].n)
 const req = (events: unknown[], project = 'f') => ({ project, transactionId: TX, events })

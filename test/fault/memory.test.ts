@@ -1,20 +1,9 @@
 import { spawn } from 'node:child_process'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { storeSchema } from '../../lib/db/schemas.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
 
-let env: TestEnv
-let rx: Receiver
-
-beforeAll(async () => {
-  env = await testEnv()
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
+const env = useHarness({ receiver: true })
 
 /** Inserts `count` events of about `bytes` payload bytes each (hex text: incompressible, so stored sizes are honest). */
 async function insertLargeEvents(project: string, target: string, count: number, bytes: number): Promise<void> {
@@ -48,7 +37,7 @@ describe('bounded memory', () => {
   it('drains 3,000 events of 40 KB at batchSize 1000 in a 128 MB heap, each delivered exactly once', async () => {
     const project = 'large'
     await storeSchema(env.deps.db, project, {
-      targets: { t: { type: 'webhook', name: 't', url: rx.url, batchSize: 1000 } },
+      targets: { t: { type: 'webhook', name: 't', url: env.rx.url, batchSize: 1000 } },
       triggers: { to_t: { type: 'basic', name: 'to_t', target: 't', entity: 'Article', create: true, delete: false, update: false } },
     })
     await insertLargeEvents(project, 't', 3000, 40_000)
@@ -59,10 +48,10 @@ describe('bounded memory', () => {
     expect(res.code).toBe(0)
     expect(JSON.parse(res.stdout)).toMatchObject({ succeeded: 3000 })
 
-    const delivered = rx.eventIds()
+    const delivered = env.rx.eventIds()
     expect(delivered).toHaveLength(3000)
     expect(new Set(delivered)).toEqual(new Set(ids.map(r => r.id)))
-    for (const r of rx.requests) expect(r.body.events.length).toBeLessThanOrEqual(1000)
+    for (const r of env.rx.requests) expect(r.body.events.length).toBeLessThanOrEqual(1000)
     const { rows } = await env.deps.db.query(`SELECT state, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2`, [project])
     expect(rows).toEqual([{ state: 'succeed', num_retries: 1, n: 3000 }])
   }, 180_000)

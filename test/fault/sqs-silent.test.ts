@@ -1,4 +1,3 @@
-import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../../functions/enqueue.js'
@@ -8,10 +7,11 @@ import { closeDeps, createDeps, createSqsClient, type Deps } from '../../lib/dep
 import { freshDatabase } from '../helpers/db.js'
 import { schemaFor } from '../helpers/events.js'
 import { startSilentServer } from '../helpers/net.js'
-import { createContext } from '../helpers/lambda.js'
+import { createContext, signalEvent } from '../helpers/lambda.js'
 import { parseSamples } from '../helpers/prom.js'
 import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from '../helpers/pushgateway.js'
-import { json, startReceiver, type Receiver } from '../helpers/receiver.js'
+import { useDatabase, useReceiver } from '../helpers/harness.js'
+import { json } from '../helpers/receiver.js'
 import { logCapture } from '../helpers/runtime.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 
@@ -36,27 +36,17 @@ async function within<T>(what: string, ms: number, p: Promise<T>): Promise<T> {
   }
 }
 
-const signalEvent = (project: string): SQSEvent => ({
-  Records: [{
-    messageId: 'm0', receiptHandle: 'r0', body: JSON.stringify({ project }),
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
-    messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
-  }],
-})
-
 describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and never answers', () => {
   let silent: Awaited<ReturnType<typeof startSilentServer>>
   let pgw: RunningPushgateway
-  let rx: Receiver
-  let db: Awaited<ReturnType<typeof freshDatabase>>
+  const rx = useReceiver()
+  const db = useDatabase()
   let deps: Deps
   const { log, captureLogs } = logCapture()
 
   beforeAll(async () => {
     silent = await startSilentServer()
     pgw = await startPushgateway()
-    rx = await startReceiver()
-    db = await freshDatabase()
     const config = loadConfig({
       DATABASE_URL: db.url,
       SIGNAL_QUEUE_URL: `${silent.url}/000000000000/signals`,
@@ -73,8 +63,6 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
   })
   afterAll(async () => {
     await closeDeps(deps)
-    await db.drop()
-    await rx.close()
     await pgw.stop()
     await silent.close()
   })
