@@ -8,6 +8,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { spawnGuarded } from './guard.js'
 import { findBinary } from './pushgateway.js'
 import { freePort } from './net.js'
 
@@ -21,7 +22,6 @@ export type RunningPgBouncer = {
 }
 
 const READY_TIMEOUT_MS = 10_000
-const STOP_TIMEOUT_MS = 5_000
 
 const DEBIAN_PATH = '/usr/sbin/pgbouncer'
 
@@ -77,26 +77,25 @@ async function launch(upstreamUrl: string): Promise<RunningPgBouncer> {
   ].join('\n')
   await writeFile(join(dir, 'userlist.txt'), userlist, { mode: 0o644 })
   await writeFile(join(dir, 'pgbouncer.ini'), ini, { mode: 0o644 })
-  const child = spawn(binary, [...(root ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'ignore', 'pipe'] })
+  // SIGTERM: PgBouncer's immediate shutdown.
+  const server = spawnGuarded(binary, [...(root ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')], 'TERM')
   let log = ''
-  child.stderr.setEncoding('utf8')
+  let exitCode: number | null | undefined
+  void server.exited.then(({ code }) => { exitCode = code })
   // Read its log for as long as it runs (an unread pipe would block it); keep the tail for errors.
-  child.stderr.on('data', (chunk: string) => { log = (log + chunk).slice(-8_000); if (process.env.ACTIONS_TEST_LOGS === '1') process.stderr.write(chunk) })
-  const exited = new Promise<void>(resolve => child.once('exit', () => resolve()))
+  server.onStderr(text => {
+    log = (log + text).slice(-8_000)
+    if (process.env.ACTIONS_TEST_LOGS === '1') process.stderr.write(text)
+  })
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM')
-      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS)
-      await exited
-      clearTimeout(timer)
-    }
+    await server.stop()
     await rm(dir, { recursive: true, force: true })
   }
   const deadline = Date.now() + READY_TIMEOUT_MS
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) {
+    if (!server.running()) {
       await stop()
-      throw new Error(`pgbouncer exited during start (code ${child.exitCode}):\n${log}`)
+      throw new Error(`pgbouncer exited during start (code ${exitCode ?? 'none'}):\n${log}`)
     }
     if (await accepts(port)) {
       const version = await versionOf(binary)

