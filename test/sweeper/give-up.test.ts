@@ -1,43 +1,31 @@
 // A bound on waiting (issue 23, item 3): events of a target paused longer than PAUSED_GIVE_UP_HOURS
 // (scaled down here) fail terminally with the pause in their log, counted; the target stays paused,
 // and a bulk retry after the target recovers delivers each once.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { retryEvents } from '../../lib/db/operator.js'
 import { resumeTarget } from '../../lib/db/pauses.js'
 import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { sweep } from '../../lib/sweeper/sweep.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 
-let env: TestEnv
-let rx: Receiver
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
 // One second.
 const HOURS = 1 / 3600
-
-beforeAll(async () => {
-  env = await testEnv({ DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '60000', PAUSED_GIVE_UP_HOURS: String(HOURS) })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
+const env = useHarness({ config: { DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '60000', PAUSED_GIVE_UP_HOURS: String(HOURS) }, receiver: true })
 
 describe('PAUSED_GIVE_UP_HOURS', () => {
   it('fails the events of a target paused longer, naming the pause, counts them, and a bulk retry after recovery delivers each once', async () => {
     let down = true
     const delivered = new Map<string, number>()
-    rx.respond((req, res) => {
+    env.rx.respond((req, res) => {
       if (down) { res.statusCode = 503; res.end(); return }
       for (const e of req.body.events as Array<{ meta: { eventId: string } }>) delivered.set(e.meta.eventId, (delivered.get(e.meta.eventId) ?? 0) + 1)
       res.end()
     })
-    await schemaFor(env.deps, 'outage', { t: { url: rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1 } })
+    await schemaFor(env.deps, 'outage', { t: { url: env.rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1 } })
     const ids = await enqueueMany(env.deps, 'outage', 'to_t', 5)
-    for (let i = 0; i < 10 && !(await targetHealth(env.deps.db, 'outage', 't'))?.paused_at; i++) await drainProject(env.deps, 'outage', forever)
+    for (let i = 0; i < 10 && !(await targetHealth(env.deps.db, 'outage', 't'))?.paused_at; i++) await drainProject(env.deps, 'outage', FOREVER)
     expect(await targetHealth(env.deps.db, 'outage', 't')).toMatchObject({ paused_reason: 'failures' })
 
     // Not yet: the pause is younger than the bound.
@@ -59,7 +47,7 @@ describe('PAUSED_GIVE_UP_HOURS', () => {
     down = false
     await resumeTarget(env.deps.db, 'outage', 't')
     expect(await retryEvents(env.deps.db, { project: 'outage', target: undefined, state: 'failed', since: undefined, until: undefined, limit: 100 })).toBe(5)
-    await drainProject(env.deps, 'outage', forever)
+    await drainProject(env.deps, 'outage', FOREVER)
     expect([...delivered.keys()].sort()).toEqual([...ids].sort())
     expect([...delivered.values()].every(v => v === 1)).toBe(true)
   })

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createHandler as createSweeper } from '../../functions/sweeper.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { createSweeperGauges } from '../../lib/metrics/registry.js'
@@ -6,9 +6,8 @@ import { heartbeatOf, OVERDUE_GRACE_SECONDS } from '../../lib/sweeper/heartbeat.
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 import { createContext } from '../helpers/lambda.js'
 import { parseSamples } from '../helpers/prom.js'
-import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from '../helpers/pushgateway.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
+import { pushgatewayBinary, requireBinary, scrape } from '../helpers/pushgateway.js'
 
 const hasPushgateway = requireBinary('prometheus-pushgateway', pushgatewayBinary())
 const HEARTBEAT = 'contember_actions_worker_heartbeat_timestamp_seconds'
@@ -40,38 +39,24 @@ describe('the heartbeat help text', () => {
 })
 
 describe.skipIf(!hasPushgateway)('the heartbeat the sweeper pushes', () => {
-  let env: TestEnv
-  let pgw: RunningPushgateway
-  let rx: Receiver
-  const deps = () => env.deps
+  const env = useHarness({ pushgateway: true, receiver: true })
   const sweep = () => createSweeper(() => env.deps)({}, createContext(60_000))
   const forever = { remainingMs: () => 60_000 }
   const heartbeats = async () => {
-    const s = parseSamples(await scrape(pgw.url)).filter(x => x.name === HEARTBEAT && x.labels.job === 'contember_actions_sweeper')
+    const s = parseSamples(await scrape(env.pushgateway.url)).filter(x => x.name === HEARTBEAT && x.labels.job === 'contember_actions_sweeper')
     return Object.fromEntries(s.map(x => [x.labels.contember_project ?? '', x.value]))
   }
   const progressOf = async (project: string) =>
-    (await deps().db.query<{ at: number }>(`SELECT extract(epoch FROM progressed_at)::float8 AS at FROM actions_dispatch_progress WHERE project = $1`, [project])).rows[0]?.at
-  const dbNow = async () => (await deps().db.query<{ now: number }>(`SELECT extract(epoch FROM now())::float8 AS now`)).rows[0]?.now ?? NaN
+    (await env.deps.db.query<{ at: number }>(`SELECT extract(epoch FROM progressed_at)::float8 AS at FROM actions_dispatch_progress WHERE project = $1`, [project])).rows[0]?.at
+  const dbNow = async () => (await env.deps.db.query<{ now: number }>(`SELECT extract(epoch FROM now())::float8 AS now`)).rows[0]?.now ?? NaN
   const tick = () => new Promise(r => setTimeout(r, 1_100))
 
-  beforeAll(async () => {
-    pgw = await startPushgateway()
-    rx = await startReceiver()
-    env = await testEnv({ PUSHGATEWAY_URL: pgw.url })
-  })
-  afterAll(async () => {
-    await env.close()
-    await rx.close()
-    await pgw.stop()
-  })
-
   it('goes stale within one sweep when dispatch stops making progress on due events, and stays fresh while idle', async () => {
-    await schemaFor(deps(), 'busy', { t: { url: rx.url } })
-    await schemaFor(deps(), 'idle', { t: { url: rx.url } })
+    await schemaFor(env.deps, 'busy', { t: { url: env.rx.url } })
+    await schemaFor(env.deps, 'idle', { t: { url: env.rx.url } })
     // Dispatch works: a real drain delivers and records its progress.
-    await enqueueMany(deps(), 'busy', 'to_t', 3)
-    expect((await drainProject(deps(), 'busy', forever)).succeeded).toBe(3)
+    await enqueueMany(env.deps, 'busy', 'to_t', 3)
+    expect((await drainProject(env.deps, 'busy', forever)).succeeded).toBe(3)
     const progressed = await progressOf('busy')
     expect(progressed).toBeDefined()
 
@@ -84,8 +69,8 @@ describe.skipIf(!hasPushgateway)('the heartbeat the sweeper pushes', () => {
     expect(first.idle).toBeGreaterThanOrEqual(pass1)
 
     // Dispatch stops: new events wait, and have been due for longer than a sweep interval.
-    await enqueueMany(deps(), 'busy', 'to_t', 5)
-    await deps().db.query(`UPDATE actions_event SET visible_at = now() - make_interval(secs => $1) WHERE project = 'busy' AND state = 'created'`, [OVERDUE_GRACE_SECONDS + 30])
+    await enqueueMany(env.deps, 'busy', 'to_t', 5)
+    await env.deps.db.query(`UPDATE actions_event SET visible_at = now() - make_interval(secs => $1) WHERE project = 'busy' AND state = 'created'`, [OVERDUE_GRACE_SECONDS + 30])
     await tick()
     await sweep()
     const second = await heartbeats()
@@ -95,7 +80,7 @@ describe.skipIf(!hasPushgateway)('the heartbeat the sweeper pushes', () => {
     expect(second.idle).toBeGreaterThan(first.idle ?? NaN)
 
     // Dispatch resumes: the heartbeat is fresh again at the next sweep.
-    expect((await drainProject(deps(), 'busy', forever)).succeeded).toBe(5)
+    expect((await drainProject(env.deps, 'busy', forever)).succeeded).toBe(5)
     await tick()
     const pass3 = await dbNow()
     await sweep()
@@ -105,9 +90,9 @@ describe.skipIf(!hasPushgateway)('the heartbeat the sweeper pushes', () => {
   })
 
   it('keeps a stuck project stale however many sweeps pass, and never earlier than its work became due', async () => {
-    await schemaFor(deps(), 'neverran', { t: { url: rx.url } })
-    await enqueueMany(deps(), 'neverran', 'to_t', 2)
-    await deps().db.query(`UPDATE actions_event SET visible_at = now() - interval '10 minutes' WHERE project = 'neverran'`)
+    await schemaFor(env.deps, 'neverran', { t: { url: env.rx.url } })
+    await enqueueMany(env.deps, 'neverran', 'to_t', 2)
+    await env.deps.db.query(`UPDATE actions_event SET visible_at = now() - interval '10 minutes' WHERE project = 'neverran'`)
     const dueSince = (await dbNow()) - 600
     await sweep()
     const a = (await heartbeats()).neverran

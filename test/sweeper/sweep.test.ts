@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { createHandler as createSweeper } from '../../functions/sweeper.js'
 import { loadConfig } from '../../lib/config.js'
 import { createDeps } from '../../lib/deps.js'
@@ -8,8 +8,8 @@ import { createMetrics } from '../../lib/metrics/registry.js'
 import { signalsFor, sweep } from '../../lib/sweeper/sweep.js'
 import { createContext } from '../helpers/lambda.js'
 import { parseSamples } from '../helpers/prom.js'
-import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from '../helpers/pushgateway.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness, type Harness } from '../helpers/harness.js'
+import { pushgatewayBinary, requireBinary, scrape } from '../helpers/pushgateway.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 
 const hasPushgateway = requireBinary('prometheus-pushgateway', pushgatewayBinary())
@@ -26,35 +26,21 @@ describe('how many signals the sweeper sends', () => {
 })
 
 describe.skipIf(!hasPushgateway)('the sweeper', () => {
-  let env: TestEnv
-  let pgw: RunningPushgateway
-  const deps = () => env.deps
+  const env = useHarness({ pushgateway: true, config: { SWEEPER_EVENTS_PER_SIGNAL: '100', DISPATCH_MAX_CONCURRENCY: '4', METRICS_STALE_GROUP_SECONDS: '2', METRICS_INSTANCE: 'sweeper-env' } })
   const run = () => createSweeper(() => env.deps)({}, createContext(60_000))
-  const samples = async () => parseSamples(await scrape(pgw.url))
-
-  beforeAll(async () => {
-    pgw = await startPushgateway()
-    env = await testEnv({ PUSHGATEWAY_URL: pgw.url, SWEEPER_EVENTS_PER_SIGNAL: '100', DISPATCH_MAX_CONCURRENCY: '4', METRICS_STALE_GROUP_SECONDS: '2', METRICS_INSTANCE: 'sweeper-env' })
-  })
-  afterAll(async () => {
-    await env.close()
-    await pgw.stop()
-  })
-  beforeEach(async () => {
-    await deps().db.query('DELETE FROM actions_event; DELETE FROM actions_schema')
-    await env.queue.drain()
-  })
+  const samples = async () => parseSamples(await scrape(env.pushgateway.url))
+  beforeEach(async () => { await env.deps.db.query('DELETE FROM actions_event; DELETE FROM actions_schema') })
 
   it('re-drives what no signal will wake: lost signals, expired leases, far retries that came due', async () => {
-    for (const p of ['idle', 'lost', 'lease', 'far', 'big', 'future']) await schemaFor(deps(), p, { t: { url: 'http://127.0.0.1:9' } })
-    await enqueueMany(deps(), 'lost', 'to_t', 3)
-    const [leased] = await enqueueMany(deps(), 'lease', 'to_t', 1)
-    await deps().db.query(`UPDATE actions_event SET state = 'processing', visible_at = now() - interval '1 second' WHERE id = $1`, [leased])
-    const [far] = await enqueueMany(deps(), 'far', 'to_t', 1)
-    await deps().db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 5, visible_at = now() - interval '1 second' WHERE id = $1`, [far])
-    await enqueueMany(deps(), 'big', 'to_t', 1000)
-    const [later] = await enqueueMany(deps(), 'future', 'to_t', 1)
-    await deps().db.query(`UPDATE actions_event SET state = 'retrying', visible_at = now() + interval '1 hour' WHERE id = $1`, [later])
+    for (const p of ['idle', 'lost', 'lease', 'far', 'big', 'future']) await schemaFor(env.deps, p, { t: { url: 'http://127.0.0.1:9' } })
+    await enqueueMany(env.deps, 'lost', 'to_t', 3)
+    const [leased] = await enqueueMany(env.deps, 'lease', 'to_t', 1)
+    await env.deps.db.query(`UPDATE actions_event SET state = 'processing', visible_at = now() - interval '1 second' WHERE id = $1`, [leased])
+    const [far] = await enqueueMany(env.deps, 'far', 'to_t', 1)
+    await env.deps.db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 5, visible_at = now() - interval '1 second' WHERE id = $1`, [far])
+    await enqueueMany(env.deps, 'big', 'to_t', 1000)
+    const [later] = await enqueueMany(env.deps, 'future', 'to_t', 1)
+    await env.deps.db.query(`UPDATE actions_event SET state = 'retrying', visible_at = now() + interval '1 hour' WHERE id = $1`, [later])
     await env.queue.drain()
 
     const res = await run()
@@ -64,13 +50,13 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
   })
 
   it('pushes a heartbeat and exact backlog gauges per project, and drops a removed project', async () => {
-    await schemaFor(deps(), 'alpha', { t: { url: 'http://127.0.0.1:9' } })
-    await schemaFor(deps(), 'beta', { t: { url: 'http://127.0.0.1:9' } })
-    await enqueueMany(deps(), 'alpha', 'to_t', 5)
-    const retrying = await enqueueMany(deps(), 'alpha', 'to_t', 2, 5)
-    await deps().db.query(`UPDATE actions_event SET state = 'retrying', visible_at = now() - interval '90 seconds' WHERE id = ANY($1)`, [retrying])
-    const failed = await enqueueMany(deps(), 'beta', 'to_t', 3)
-    await deps().db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() WHERE id = ANY($1)`, [failed])
+    await schemaFor(env.deps, 'alpha', { t: { url: 'http://127.0.0.1:9' } })
+    await schemaFor(env.deps, 'beta', { t: { url: 'http://127.0.0.1:9' } })
+    await enqueueMany(env.deps, 'alpha', 'to_t', 5)
+    const retrying = await enqueueMany(env.deps, 'alpha', 'to_t', 2, 5)
+    await env.deps.db.query(`UPDATE actions_event SET state = 'retrying', visible_at = now() - interval '90 seconds' WHERE id = ANY($1)`, [retrying])
+    const failed = await enqueueMany(env.deps, 'beta', 'to_t', 3)
+    await env.deps.db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() WHERE id = ANY($1)`, [failed])
     const before = Date.now() / 1000
 
     await run()
@@ -90,23 +76,23 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
 
     // beta disappears: its heartbeat series must go, as the seed's dispose() does; its failed events
     // still need an operator, so their gauge stays.
-    await deps().db.query(`DELETE FROM actions_schema WHERE project = 'beta'`)
+    await env.deps.db.query(`DELETE FROM actions_schema WHERE project = 'beta'`)
     await run()
     s = await samples()
     expect(value('contember_actions_worker_heartbeat_timestamp_seconds', { contember_project: 'alpha' })).toBeDefined()
     expect(value('contember_actions_worker_heartbeat_timestamp_seconds', { contember_project: 'beta' })).toBeUndefined()
     expect(value('contember_actions_failed_events', { contember_project: 'beta' })).toBe(3)
     // Once its failed events are gone too, nothing of beta is left.
-    await deps().db.query(`DELETE FROM actions_event WHERE project = 'beta'`)
+    await env.deps.db.query(`DELETE FROM actions_event WHERE project = 'beta'`)
     await run()
     s = await samples()
     expect(s.filter(x => x.labels.job === 'contember_actions_sweeper' && x.labels.contember_project === 'beta')).toEqual([])
   })
 
   it('pushes 1 per paused target (and per gone one) from actions_target_health, and drops the series once resumed', async () => {
-    await deps().db.query('DELETE FROM actions_target_health')
-    await schemaFor(deps(), 'shop', { down: { url: 'http://127.0.0.1:9' }, gone: { url: 'http://127.0.0.1:9' }, flaky: { url: 'http://127.0.0.1:9' } })
-    await deps().db.query(`INSERT INTO actions_target_health (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms) VALUES
+    await env.deps.db.query('DELETE FROM actions_target_health')
+    await schemaFor(env.deps, 'shop', { down: { url: 'http://127.0.0.1:9' }, gone: { url: 'http://127.0.0.1:9' }, flaky: { url: 'http://127.0.0.1:9' } })
+    await env.deps.db.query(`INSERT INTO actions_target_health (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms) VALUES
       ('shop', 'down', 5, now(), now(), 'failures', now() + interval '30 seconds', 30000),
       ('shop', 'gone', 1, now(), now(), 'gone', NULL, NULL),
       ('shop', 'flaky', 2, now(), NULL, NULL, NULL, NULL),
@@ -115,7 +101,7 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
       .filter(x => x.name === name && x.labels.job === 'contember_actions_sweeper')
       .map(x => `${x.labels.contember_project}/${x.labels.target}=${x.value}`).sort()
 
-    const { gauges } = await sweep(deps(), { remainingMs: () => 60_000 })
+    const { gauges } = await sweep(env.deps, { remainingMs: () => 60_000 })
     expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1', 'shop/down=1', 'shop/gone=1'])
     expect(await series('contember_actions_target_gone')).toEqual(['shop/gone=1'])
     // Every paused target with why, from a fixed set, and its waiting events (none here).
@@ -131,18 +117,18 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     expect(emf).toEqual(['blog/hook:P', 'shop/down:P', 'shop/gone:PG'])
 
     // Resumed (the row cleared) and recovered (pause lifted, run kept by the breaker): both series go.
-    await deps().db.query(`DELETE FROM actions_target_health WHERE target = 'gone'`)
-    await deps().db.query(`UPDATE actions_target_health SET paused_at = NULL, paused_reason = NULL, probe_at = NULL WHERE target = 'down'`)
+    await env.deps.db.query(`DELETE FROM actions_target_health WHERE target = 'gone'`)
+    await env.deps.db.query(`UPDATE actions_target_health SET paused_at = NULL, paused_reason = NULL, probe_at = NULL WHERE target = 'down'`)
     await run()
     expect(await series('contember_actions_target_paused')).toEqual(['blog/hook=1'])
     expect(await series('contember_actions_target_gone')).toEqual([])
-    await deps().db.query('DELETE FROM actions_target_health')
+    await env.deps.db.query('DELETE FROM actions_target_health')
   })
 
   it('deletes counter groups that stopped pushing, keeping fresh ones', async () => {
     const metrics = createMetrics()
     metrics.forProject('x').succeeded(1)
-    const push = (instance: string) => pushRegistry(pgw.url, metrics.registry, { job: 'contember_actions', instance }, { replace: false, timeoutMs: 2000 })
+    const push = (instance: string) => pushRegistry(env.pushgateway.url, metrics.registry, { job: 'contember_actions', instance }, { replace: false, timeoutMs: 2000 })
     await push('dead-env')
     await new Promise(r => setTimeout(r, 2_500))
     await push('live-env')
@@ -154,43 +140,34 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
   })
 
   it('deletes old succeeded and stopped events in bounded batches, keeping failed ones unless told', async () => {
-    await schemaFor(deps(), 'ret', { t: { url: 'http://127.0.0.1:9' } })
-    const ids = await enqueueMany(deps(), 'ret', 'to_t', 30)
-    await deps().db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(0, 20)])
-    await deps().db.query(`UPDATE actions_event SET state = 'stopped', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(20, 24)])
-    await deps().db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(24, 27)])
-    await deps().db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '1 day' WHERE id = ANY($1)`, [ids.slice(27)])
-    const small = createDeps(loadConfig({ ...envOf(env), RETENTION_BATCH_SIZE: '7' }), { db: deps().db, signals: deps().signals, log: env.log })
+    await schemaFor(env.deps, 'ret', { t: { url: 'http://127.0.0.1:9' } })
+    const ids = await enqueueMany(env.deps, 'ret', 'to_t', 30)
+    await env.deps.db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(0, 20)])
+    await env.deps.db.query(`UPDATE actions_event SET state = 'stopped', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(20, 24)])
+    await env.deps.db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [ids.slice(24, 27)])
+    await env.deps.db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '1 day' WHERE id = ANY($1)`, [ids.slice(27)])
+    const small = createDeps(loadConfig({ ...envOf(env), RETENTION_BATCH_SIZE: '7' }), { db: env.deps.db, signals: env.deps.signals, log: env.log })
     const res = await sweep(small, { remainingMs: () => 60_000 })
     expect(res.deletedResolved).toBe(24)
-    const left = await deps().db.query(`SELECT state, count(*)::int AS n FROM actions_event WHERE project = 'ret' GROUP BY state ORDER BY state`)
+    const left = await env.deps.db.query(`SELECT state, count(*)::int AS n FROM actions_event WHERE project = 'ret' GROUP BY state ORDER BY state`)
     expect(left.rows).toEqual([{ state: 'succeed', n: 3 }, { state: 'failed', n: 3 }])
-    const withFailed = createDeps(loadConfig({ ...envOf(env), RETENTION_INCLUDE_FAILED: 'true' }), { db: deps().db, signals: deps().signals, log: env.log })
+    const withFailed = createDeps(loadConfig({ ...envOf(env), RETENTION_INCLUDE_FAILED: 'true' }), { db: env.deps.db, signals: env.deps.signals, log: env.log })
     expect((await sweep(withFailed, { remainingMs: () => 60_000 })).deletedResolved).toBe(3)
     // RETENTION_DAYS=0 keeps everything, as upstream does, even with failed events included.
-    await deps().db.query(`UPDATE actions_event SET resolved_at = now() - interval '3650 days' WHERE project = 'ret'`)
-    const forever = createDeps(loadConfig({ ...envOf(env), RETENTION_DAYS: '0', RETENTION_INCLUDE_FAILED: 'true' }), { db: deps().db, signals: deps().signals, log: env.log })
+    await env.deps.db.query(`UPDATE actions_event SET resolved_at = now() - interval '3650 days' WHERE project = 'ret'`)
+    const forever = createDeps(loadConfig({ ...envOf(env), RETENTION_DAYS: '0', RETENTION_INCLUDE_FAILED: 'true' }), { db: env.deps.db, signals: env.deps.signals, log: env.log })
     expect((await sweep(forever, { remainingMs: () => 60_000 })).deletedResolved).toBe(0)
-    expect((await deps().db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = 'ret'`)).rows[0].n).toBe(3)
+    expect((await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = 'ret'`)).rows[0].n).toBe(3)
   })
 })
 
-function envOf(env: TestEnv): Record<string, string> {
+function envOf(env: Harness): Record<string, string> {
   const c = env.deps.config
   return { DATABASE_URL: c.DATABASE_URL, SIGNAL_QUEUE_URL: c.SIGNAL_QUEUE_URL }
 }
 
 describe.skipIf(!hasPushgateway)('the sweeper and paused targets (issue 23)', () => {
-  let env: TestEnv
-  let pgw: RunningPushgateway
-  beforeAll(async () => {
-    pgw = await startPushgateway()
-    env = await testEnv({ PUSHGATEWAY_URL: pgw.url })
-  })
-  afterAll(async () => {
-    await env.close()
-    await pgw.stop()
-  })
+  const env = useHarness({ pushgateway: true })
 
   it('leaves a paused target\'s events out of the due gauges and re-drive, counts them per target and reason, and signals a due probe', async () => {
     await schemaFor(env.deps, 'mixed', { ok: { url: 'http://127.0.0.1:9' }, off: { url: 'http://127.0.0.1:9' } })
