@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import pg from 'pg'
 import { ConfigError } from '../config.js'
@@ -40,9 +40,9 @@ export function createPool(connectionString: string, max = 10, settings: PoolSet
   const backstop = statementTimeoutMs === undefined ? {} : { query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS }
   // With prepared statements on (a direct connection, or a pooler that tracks them), the server
   // enforces the timeout from the startup packet: the fastest path, exactly as without poolers.
-  const direct = { ...(statementTimeoutMs === undefined ? {} : { statement_timeout: statementTimeoutMs }) }
-  const pooled = { Client: poolerClient(statementTimeoutMs) }
-  const pool = new pg.Pool({ ...tls, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000, ...backstop, ...(preparedStatements ? direct : pooled) })
+  const direct = statementTimeoutMs === undefined ? {} : { statement_timeout: statementTimeoutMs }
+  const mode = preparedStatements ? direct : { Client: poolerClient(statementTimeoutMs) }
+  const pool = new pg.Pool({ ...tls, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000, ...backstop, ...mode })
   // An idle client losing its connection (database restart) must not crash the process; the next query reconnects.
   pool.on('error', () => {})
   return pool
@@ -129,15 +129,16 @@ function sendCancel(host: string, port: number, pid: number, key: number): void 
 /** The PEM text DATABASE_CA names: the shipped RDS bundle for `rds`, else the file at that path. */
 export function readCa(setting: string): string {
   if (setting === 'rds') return RDS_CA_BUNDLE
-  let pem: Buffer
+  let text: string
   try {
-    pem = readFileSync(setting)
+    // Sized before it is read: a path to something huge fails as clearly as a missing one.
+    if (statSync(setting).size > MAX_CA_FILE_BYTES) throw new ConfigError([`DATABASE_CA: ${setting} is over ${MAX_CA_FILE_BYTES} bytes, not a CA file`])
+    text = readFileSync(setting, 'utf8')
   } catch (cause) {
+    if (cause instanceof ConfigError) throw cause
     const code = cause instanceof Error && 'code' in cause ? String(cause.code) : 'error'
     throw new ConfigError([`DATABASE_CA: cannot read the CA file ${setting} (${code}); give a PEM file path or rds`], { cause })
   }
-  if (pem.byteLength > MAX_CA_FILE_BYTES) throw new ConfigError([`DATABASE_CA: ${setting} is over ${MAX_CA_FILE_BYTES} bytes, not a CA file`])
-  const text = pem.toString('utf8')
   if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError([`DATABASE_CA: ${setting} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`])
   return text
 }

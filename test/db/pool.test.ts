@@ -184,6 +184,10 @@ describe('DB_PREPARED_STATEMENTS and DATABASE_CA', () => {
       const junk = join(dir, 'junk.pem')
       await writeFile(junk, 'not a certificate')
       expect(() => createPool(db.url, 1, { ca: junk })).toThrow(/DATABASE_CA: .*junk\.pem holds no PEM certificate/)
+      const huge = join(dir, 'huge.pem')
+      await writeFile(huge, Buffer.alloc(1024 * 1024 + 1, 'A'))
+      expect(() => createPool(db.url, 1, { ca: huge })).toThrow(/DATABASE_CA: .*huge\.pem is over 1048576 bytes, not a CA file/)
+      expect(() => createPool(db.url, 1, { ca: dir })).toThrow(/DATABASE_CA: cannot read the CA file .* \(EISDIR\)/)
     } finally {
       await rm(dir, { recursive: true, force: true })
     }
