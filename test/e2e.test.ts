@@ -5,26 +5,20 @@ import { insertEvents } from '../lib/db/events.js'
 import { createPool } from '../lib/db/pool.js'
 import { startLocalStack, type LocalStack } from '../local/stack.js'
 import { freshDatabase } from './helpers/db.js'
-import { startReceiver, type Receiver } from './helpers/receiver.js'
+import { useDatabase, useReceiver } from './helpers/harness.js'
 import { until } from './helpers/wait.js'
 import { startQueue } from './helpers/sqs.js'
 import { createPayload, TX } from './fixtures/schemas.js'
 
 // The whole pipeline through the local stack: HTTP → enqueue → SQS → dispatch → receiver, and the sweeper.
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
+const rx = useReceiver()
 let stack: LocalStack
-let rx: Receiver
 
 beforeAll(async () => {
-  db = await freshDatabase()
-  rx = await startReceiver()
   stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'error', DISPATCH_MAX_CONCURRENCY: '4' }, port: 0, sweepIntervalMs: 3_600_000 })
 })
-afterAll(async () => {
-  await stack.stop()
-  await rx.close()
-  await db.drop()
-})
+afterAll(async () => { await stack.stop() })
 
 async function http(method: string, path: string, body?: unknown, base = stack.url): Promise<any> {
   const res = await fetch(base + path, { method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })

@@ -6,8 +6,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ServerResponse } from 'node:http'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { useReceiver } from '../helpers/harness.js'
+import type { ReceivedRequest } from '../helpers/receiver.js'
 import { until } from '../helpers/wait.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 
@@ -20,7 +21,6 @@ const IN_FLIGHT = 8
 const REPO = new URL('../../', import.meta.url).pathname
 
 type Held = { req: ReceivedRequest; res: ServerResponse }
-let rx: Receiver
 /** Requests held open, not yet answered. */
 let held: Held[] = []
 /** Whether the receiver answers at once (a restarted stack) or holds every request. */
@@ -28,18 +28,15 @@ let answerAtOnce = false
 const children: ChildProcess[] = []
 const dirs: string[] = []
 
-beforeAll(async () => {
-  rx = await startReceiver((req, res) => {
-    if (answerAtOnce) return void res.end()
-    held.push({ req, res })
-  })
+const rx = useReceiver((req, res) => {
+  if (answerAtOnce) return void res.end()
+  held.push({ req, res })
 })
 afterEach(() => {
   // A failed test must not leave a stack behind: the whole group goes (its Postgres guard follows).
   for (const c of children.splice(0)) if (c.pid && c.exitCode === null && c.signalCode === null) signalGroup(c.pid, 'SIGKILL')
 })
 afterAll(async () => {
-  await rx.close()
   for (const d of dirs) await rm(d, { recursive: true, force: true })
 })
 

@@ -5,12 +5,12 @@ import { connect } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalStack, type LocalStack } from '../../local/stack.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 import { startSilentServer } from '../helpers/net.js'
 import { logCapture, type CapturedLogs } from '../helpers/runtime.js'
 import { TX } from '../fixtures/schemas.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 let stack: LocalStack
 let logs: CapturedLogs
 // Short here, so a request that stops arriving is cut within the test; Node checks every quarter of it.
@@ -35,7 +35,6 @@ async function rawRequest(parts: Array<string | number>): Promise<{ text: string
 }
 
 beforeAll(async () => {
-  db = await freshDatabase()
   const capture = logCapture()
   logs = capture.captureLogs()
   stack = await startLocalStack({
@@ -46,7 +45,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack.stop()
   logs.restore()
-  await db.drop()
 })
 
 async function send(method: string, path: string, body?: string | Uint8Array): Promise<{ status: number; json: Record<string, unknown> }> {

@@ -1,13 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
 import { parseActionsSchema, parseStoredActionsSchema, SchemaValidationError } from '../../lib/schema/actions.js'
 import { MAX_SCHEMA_BYTES } from '../../lib/schema/limits.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 import { sampleSchema } from '../fixtures/schemas.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
-beforeAll(async () => { db = await freshDatabase() })
-afterAll(async () => { await db.drop() })
+const db = useDatabase()
 
 describe('actions schema validation', () => {
   it('accepts a schema with basic and watch triggers and every target option', () => {
