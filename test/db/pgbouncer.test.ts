@@ -9,6 +9,7 @@ import { closeDeps, createDeps, type Deps } from '../../lib/deps.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { errorCode } from '../../lib/errors.js'
 import { sweep } from '../../lib/sweeper/sweep.js'
+import { runCli } from '../helpers/cli.js'
 import { freshDatabase } from '../helpers/db.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { FOREVER } from '../helpers/harness.js'
@@ -131,6 +132,17 @@ describe.runIf(ready)('through PgBouncer in transaction mode', () => {
     } finally {
       await admin.end()
       await closeDeps(bounded)
+    }
+  })
+
+  it('runs the CLI through it: migrate, and a schema stored by the functions read back', async () => {
+    await schemaFor(deps, project, { t: { url: rx.url } })
+    const env = { DATABASE_URL: through, DB_PREPARED_STATEMENTS: 'false' }
+    expect(await runCli(env, ['migrate'])).toMatchObject({ code: 0, out: 'nothing to apply' })
+    for (let i = 0; i < 2; i++) {
+      const got = await runCli(env, ['schema', 'get', project])
+      expect(got.code).toBe(0)
+      expect(JSON.parse(got.out).schema.targets.t.url).toBe(rx.url)
     }
   })
 
