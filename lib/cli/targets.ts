@@ -1,8 +1,12 @@
+import { configSchema, loadConfig, loadConfigPart } from '../config.js'
 import { getCurrentSchema } from '../db/schemas.js'
 import { listTargetHealth, pauseLabel, pauseTarget, resumeTarget, type TargetHealth } from '../db/pauses.js'
-import type { EventsContext } from './usage.js'
+import { createDeps } from '../deps.js'
+import { formatError } from '../errors.js'
+import { createLogger } from '../log.js'
+import { emitOps, type OpsEvent } from '../ops.js'
 import { oneLine } from './events.js'
-import { parseCommand, UsageError, type Io } from './usage.js'
+import { parseCommand, UsageError, type EventsContext, type Io } from './usage.js'
 import { wake } from './wake.js'
 
 export const TARGETS_USAGE = `  targets list <project>                    every target of the current schema: running (with its run
@@ -13,8 +17,11 @@ export const TARGETS_USAGE = `  targets list <project>                    every 
 /** Characters of a target or project name printed: names come from stored schemas, any length. */
 const NAME_CHARS = 100
 
+/** What the target commands need: the event commands' context, and the environment OPS_PROJECT is read from. */
+export type TargetsContext = EventsContext & { env: NodeJS.ProcessEnv }
+
 /** `actions targets …`: the circuit breaker as an operator sees and forces it. */
-export async function targetsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {
+export async function targetsCommand(ctx: TargetsContext, args: string[], io: Io): Promise<number> {
   const { positionals: [sub, project, target, extra] } = parseCommand('targets', args, {})
   if (!project) throw new UsageError(`targets ${sub ?? ''}: missing <project>`)
   if (sub === 'list') {
@@ -30,13 +37,39 @@ export async function targetsCommand(ctx: EventsContext, args: string[], io: Io)
     if (!names.has(target)) throw new Error(`unknown target "${name(target)}" in project "${name(project)}"`)
     const since = await pauseTarget(ctx.pool, project, target)
     io.out(`target ${shown} paused (operator) since ${since.toISOString()}; its events wait until "targets resume"`)
-    return 0
+    return tellOps(ctx, { kind: 'target.paused', project, target }, 'pause', io)
   }
   // A target no longer in the schema may still have a row (paused before it was removed): clearing it is allowed.
   const was = await resumeTarget(ctx.pool, project, target)
   if (!was && !names.has(target)) throw new Error(`unknown target "${name(target)}" in project "${name(project)}"`)
   io.out(was?.paused_reason ? `target ${shown} resumed (was ${state(was)})` : `target ${shown} was not paused${was ? '; its failure run is cleared' : ''}`)
-  return wake(ctx.signals(), project, io, 'resume', 'events')
+  // As the engine does, only a pause that ended is news.
+  const told = was?.paused_reason ? await tellOps(ctx, { kind: 'target.resumed', project, target }, 'resume', io) : 0
+  return Math.max(told, await wake(ctx.signals(), project, io, 'resume', 'events'))
+}
+
+/**
+ * Tells OPS_PROJECT of an operator's pause or resume as the engine tells it of the breaker's: with
+ * lib/ops.ts on the functions' own configuration and enqueue, which signals OPS_PROJECT. Nothing
+ * without OPS_PROJECT. The change stands whatever happens here; returns 1 when the event or its signal failed.
+ */
+async function tellOps(ctx: TargetsContext, event: OpsEvent, change: string, io: Io): Promise<number> {
+  let failed = false
+  const fail = (why: string) => {
+    failed = true
+    io.err(`the ${change} stands, but telling OPS_PROJECT (${event.kind}) failed: ${why}`)
+  }
+  try {
+    if (!loadConfigPart(configSchema.pick({ OPS_PROJECT: true }), ctx.env).OPS_PROJECT) return 0
+    const signals = ctx.signals()
+    // emitOps never throws: what it could not do, it logs, and that line is this command's error.
+    const log = createLogger('error', fail)
+    const deps = createDeps(loadConfig(ctx.env), { db: ctx.pool, log, ...(signals ? { signals } : {}) })
+    await emitOps(deps, [event]).finally(() => deps.http.close())
+  } catch (e) {
+    fail(formatError(e))
+  }
+  return failed ? 1 : 0
 }
 
 async function list(ctx: EventsContext, project: string, io: Io): Promise<number> {

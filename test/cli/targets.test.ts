@@ -4,12 +4,14 @@ import { beforeEach, describe, expect, it } from 'vitest'
 import { runCli } from '../helpers/cli.js'
 import { useHarness } from '../helpers/harness.js'
 import { schemaFor } from '../helpers/events.js'
+import { storeSchema } from '../../lib/db/schemas.js'
 
 const env = useHarness()
 beforeEach(async () => { await env.deps.db.query('DELETE FROM actions_target_health; DELETE FROM actions_schema') })
 
 const db = () => env.deps.db
-const run = (...argv: string[]) => runCli(env.cliEnv(), argv)
+const runWith = (extra: NodeJS.ProcessEnv, ...argv: string[]) => runCli({ ...env.cliEnv(), ...extra }, argv)
+const run = (...argv: string[]) => runWith({}, ...argv)
 const health = async (project: string) =>
   (await db().query('SELECT target, consecutive_failures, paused_reason, probe_at, paused_at IS NOT NULL AS paused FROM actions_target_health WHERE project = $1 ORDER BY target', [project])).rows
 
@@ -76,5 +78,53 @@ describe('targets pause and resume', () => {
       expect(res.code, argv.join(' ')).toBe(2)
       expect(res.err).toContain('Usage: actions')
     }
+  })
+})
+
+describe('targets pause and resume with OPS_PROJECT', () => {
+  const withOps = (...argv: string[]) => runWith({ OPS_PROJECT: 'pager' }, ...argv)
+  /** The operational events enqueued into the ops project, oldest first. */
+  const opsEvents = async () => (await db().query<{ trigger: string; payload: { entity: string; values: Record<string, unknown> } }>(
+    `SELECT trigger, payload::jsonb AS payload FROM actions_event WHERE project = 'pager' ORDER BY created_at, id`)).rows
+
+  beforeEach(async () => {
+    await db().query(`DELETE FROM actions_event WHERE project = 'pager'`)
+    const trigger = (entity: string) => ({ type: 'basic', name: entity.replace('.', '_'), entity, create: true, delete: false, update: false, target: 'hook' })
+    await storeSchema(db(), 'pager', {
+      targets: { hook: { type: 'webhook', name: 'hook', url: 'http://127.0.0.1:9' } },
+      triggers: Object.fromEntries(['target.paused', 'target.resumed'].map(e => [e.replace('.', '_'), trigger(e)])),
+    })
+  })
+
+  it('enqueues target.paused (reason operator) and target.resumed as the engine does, and signals the ops project', async () => {
+    await schemaFor(env.deps, 'shop', { a: { url: 'http://127.0.0.1:9' } })
+    const paused = await withOps('targets', 'pause', 'shop', 'a')
+    expect(paused).toMatchObject({ code: 0, err: '' })
+    expect(await opsEvents()).toEqual([{ trigger: 'target_paused', payload: expect.objectContaining({
+      operation: 'create', entity: 'target.paused',
+      values: { project: 'shop', target: 'a', reason: 'operator', at: expect.stringMatching(/^\d{4}-/), pausedAt: expect.stringMatching(/^\d{4}-/) },
+    }) }])
+    expect(await env.queue.drain()).toEqual([{ project: 'pager' }])
+
+    const resumed = await withOps('targets', 'resume', 'shop', 'a')
+    expect(resumed).toMatchObject({ code: 0, err: '' })
+    const events = await opsEvents()
+    expect(events).toHaveLength(2)
+    expect(events[1]).toEqual({ trigger: 'target_resumed', payload: expect.objectContaining({ entity: 'target.resumed', values: { project: 'shop', target: 'a', at: expect.stringMatching(/^\d{4}-/) } }) })
+    expect(await env.queue.drain()).toEqual(expect.arrayContaining([{ project: 'pager' }, { project: 'shop' }]))
+
+    // Resuming a target that was not paused ends no pause: nothing to tell.
+    expect((await withOps('targets', 'resume', 'shop', 'a')).code).toBe(0)
+    expect(await opsEvents()).toHaveLength(2)
+  })
+
+  it('keeps the pause but exits 1, naming the key, when the configuration cannot build the engine\'s enqueue', async () => {
+    await schemaFor(env.deps, 'shop', { a: { url: 'http://127.0.0.1:9' } })
+    const res = await runWith({ OPS_PROJECT: 'pager', DB_POOL_MAX: 'many' }, 'targets', 'pause', 'shop', 'a')
+    expect(res.code).toBe(1)
+    expect(res.err).toMatch(/^the pause stands, but telling OPS_PROJECT \(target.paused\) failed: ConfigError: [^]*DB_POOL_MAX: expected a positive integer/)
+    expect(res.err).not.toContain('many')
+    expect(await health('shop')).toEqual([expect.objectContaining({ target: 'a', paused_reason: 'operator' })])
+    expect(await opsEvents()).toEqual([])
   })
 })
