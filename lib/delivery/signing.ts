@@ -57,13 +57,13 @@ export function generateSecret(bytes = GENERATED_SECRET_BYTES): string {
  * (hex) of the sorted event ids joined by commas, so the same events give the same id whatever
  * their order. Receivers dedupe per event by `meta.eventId`.
  */
-export function webhookId(eventIds: readonly string[]): string {
+function webhookId(eventIds: readonly string[]): string {
   if (eventIds.length === 1 && eventIds[0] !== undefined) return eventIds[0]
   return 'batch_' + createHash('sha256').update([...eventIds].sort().join(',')).digest('hex')
 }
 
 /** The `webhook-signature` value: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` per key, space-separated. */
-export function sign(keys: SigningKeys, id: string, timestamp: number, body: string | Buffer): string {
+function sign(keys: SigningKeys, id: string, timestamp: number, body: string | Buffer): string {
   const prefix = `${id}.${timestamp}.`
   return keys.map(key => 'v1,' + createHmac('sha256', key).update(prefix).update(body).digest('base64')).join(' ')
 }

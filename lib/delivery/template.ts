@@ -56,7 +56,7 @@ function eventMeta(row: ClaimedEvent) {
  * it. Payloads where the spread would reorder or override (a top-level `meta` key, integer-like keys,
  * which JS objects put first) take that very path instead (see {@link compactJsonb}).
  */
-export function eventJson(row: ClaimedEvent): string {
+function eventJson(row: ClaimedEvent): string {
   const payload = compactJsonb(row.payload)
   // A stored payload is an object (enqueue checks it); anything else keeps the spread's behaviour too.
   if (payload === undefined || !payload.startsWith('{')) return JSON.stringify({ meta: eventMeta(row), ...(JSON.parse(row.payload) as object) })
@@ -75,7 +75,7 @@ const dict = (): Dict => Object.create(null) as Dict
  * stored schema with `__proto__` or `constructor` keys can neither reach nor change Object.prototype.
  * Throws {@link PayloadPathError} when the path runs into a value that is not an object.
  */
-export function requestBody(target: WebhookTarget, events: unknown): Dict {
+function requestBody(target: WebhookTarget, events: unknown): Dict {
   const body = target.body ? copyJson(target.body) : dict()
   if (!isDict(body)) throw new PayloadPathError(0)
   let node = body
@@ -125,7 +125,7 @@ function templateOf(target: WebhookTarget): { before: string; after: string } | 
  * costs the heap one event at a time instead of the whole body in several string copies. Smaller
  * bodies stay strings, which is cheaper per request.
  */
-export const LARGE_BODY_CHARS = 1 << 20
+const LARGE_BODY_CHARS = 1 << 20
 const COMMA = Buffer.from(',')
 
 /**
