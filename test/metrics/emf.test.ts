@@ -77,7 +77,9 @@ describe('the EMF writer', () => {
     expect(emfProblems('x {}')).toEqual(['not JSON'])
   })
 
-  it('writes one document per set of dimension values, and more when a metric has over 100 values', () => {
+  it('writes one document per set of dimension values, and more when a metric has more values than one holds', () => {
+    // EMF allows 100; Powertools publishes on its own, past the logger, when a metric reaches 100.
+    expect(MAX_VALUES_PER_METRIC).toBeLessThan(100)
     const durations = Array.from({ length: MAX_VALUES_PER_METRIC + 5 }, (_, i) => i / 100)
     const out = emfDocuments('Test/NS', 1_700_000_000_000, [
       { name: 'EventsEnqueued', unit: 'Count', dimensions: { Project: 'a' }, values: [3] },
@@ -92,19 +94,19 @@ describe('the EMF writer', () => {
     expect(parsed[1]).toMatchObject({ Project: 'a', DeliveryDuration: durations.slice(MAX_VALUES_PER_METRIC) })
     expect(parsed[1]).not.toHaveProperty('EventsEnqueued')
     expect(parsed[3]).toMatchObject({ MetricsPushFailed: 2 })
-    expect(parsed[3]?._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([[]])
+    expect(parsed[3]?._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([['service']])
   })
 
-  it('adds default dimensions to every document and a rollup set that keeps only them and Reason', () => {
+  it('adds the service dimension to every document and a rollup set that keeps only it and Reason', () => {
     const out = emfDocuments('Test/NS', 1_700_000_000_000, [
       { name: 'EventsFailed', unit: 'Count', dimensions: { Project: 'a' }, values: [1] },
       { name: 'PausedTargetEvents', unit: 'Count', dimensions: { Project: 'a', Target: 't', Reason: 'down' }, values: [4] },
       { name: 'MetricsPushFailed', unit: 'Count', dimensions: {}, values: [2] },
-    ], { service: 'svc' }).map(d => JSON.stringify(d))
+    ], 'svc').map(d => JSON.stringify(d))
     for (const line of out) expect(emfProblems(line), line).toEqual([])
     expect(docs(out).map(d => [d.service, d._aws.CloudWatchMetrics[0]?.Dimensions])).toEqual([
-      ['svc', [['Project', 'service'], ['service']]],
-      ['svc', [['Project', 'Target', 'Reason', 'service'], ['service', 'Reason']]],
+      ['svc', [['service', 'Project'], ['service']]],
+      ['svc', [['service', 'Project', 'Target', 'Reason'], ['service', 'Reason']]],
       ['svc', [['service']]],
     ])
   })
