@@ -25,9 +25,9 @@ const MAX_LIMIT = 10_000
 /** Characters of receiver text a listing prints per event: one line each, never a 900 KB one. */
 export const LISTED_ERROR_CHARS = 200
 /** Characters of one stored text field (`response`, `errorMessage`) that `events show` prints. */
-export const SHOWN_TEXT_CHARS = 4_096
+const SHOWN_TEXT_CHARS = 4_096
 /** Log entries `events show` prints (the latest); maxAttempts may allow a thousand. */
-export const SHOWN_LOG_ENTRIES = 20
+const SHOWN_LOG_ENTRIES = 20
 
 /** `actions events …`: the operator's view of the queue. */
 export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {
@@ -150,7 +150,7 @@ function shown(row: EventRow, redact: Redactor): Record<string, unknown> {
 }
 
 /** Cuts text to `max` characters on a code point boundary, saying how much was left out. */
-export function cut(text: string, max: number): string {
+function cut(text: string, max: number): string {
   const points = Array.from(text)
   return points.length <= max ? text : `${points.slice(0, max).join('')}… [${points.length - max} more characters]`
 }

@@ -15,7 +15,7 @@ import { signingCommand, SIGNING_USAGE } from './signing.js'
 import { targetsCommand, TARGETS_USAGE } from './targets.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
 
-export const USAGE = `Usage: actions <command> [args]
+const USAGE = `Usage: actions <command> [args]
 
 Commands:
   migrate                                   apply pending migrations (reads DATABASE_URL)

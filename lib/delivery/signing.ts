@@ -3,14 +3,14 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto'
 
 /** The spec's prefix of a symmetric secret; the rest is the key, base64. */
-export const SECRET_PREFIX = 'whsec_'
+const SECRET_PREFIX = 'whsec_'
 /** The spec's key size bounds: shorter keys are guessable, longer ones add nothing to HMAC-SHA256. */
-export const MIN_SECRET_BYTES = 24
-export const MAX_SECRET_BYTES = 64
+const MIN_SECRET_BYTES = 24
+const MAX_SECRET_BYTES = 64
 /** Key size of a generated secret (the spec's libraries generate 24 to 32 bytes). */
-export const GENERATED_SECRET_BYTES = 32
+const GENERATED_SECRET_BYTES = 32
 /** Secrets at once: a rotation needs two; each costs one HMAC per request and bytes in the header. */
-export const MAX_SIGNING_SECRETS = 4
+const MAX_SIGNING_SECRETS = 4
 
 /** Decoded HMAC keys of one target, in the order the variable lists them. */
 export type SigningKeys = readonly Buffer[]

@@ -14,7 +14,7 @@ import { signingKeys, withSignature, type SigningKeys } from './signing.js'
 import { PayloadPathError, requestBodyText, substitute, UndefinedVariableError } from './template.js'
 import { redactor, type Redactor } from '../text.js'
 
-export const USER_AGENT = 'Contember Actions'
+const USER_AGENT = 'Contember Actions'
 
 /** The result of one delivery attempt of one batch: an outcome per event, and how long the exchange took. */
 export type Delivery = { outcomes: Map<string, Outcome>; durationMs: number }
