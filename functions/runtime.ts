@@ -1,4 +1,6 @@
-import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm'
+import { GetParameterError } from '@aws-lambda-powertools/parameters/errors'
+import { SSMProvider } from '@aws-lambda-powertools/parameters/ssm'
+import { SSMClient } from '@aws-sdk/client-ssm'
 import type middy from '@middy/core'
 import type { Context } from 'aws-lambda'
 import type pg from 'pg'
@@ -24,15 +26,22 @@ export function coldStartDeps(): Promise<Deps> {
   return cached
 }
 
-/** Reads a SecureString with a client used once (cold start only). */
-export function ssmParameterReader(client: () => SSMClient) {
+/** How long a SecureString read through Powertools stays cached in this environment (a re-read within it asks SSM nothing). */
+export const SSM_CACHE_SECONDS = 300
+
+/**
+ * Reads a SecureString, decrypted, through Powertools' SSM provider, cached for SSM_CACHE_SECONDS (the
+ * client is built on first use). A failed read rethrows the SDK's own error (ParameterNotFound,
+ * AccessDeniedException, …), so the cold-start error names what SSM said, not Powertools' wrapper.
+ */
+export function ssmParameterReader(client: () => SSMClient, maxAgeSeconds = SSM_CACHE_SECONDS) {
+  let provider: SSMProvider | undefined
   return async (name: string): Promise<string | undefined> => {
-    const ssm = client()
+    provider ??= new SSMProvider({ awsSdkV3Client: client() })
     try {
-      const out = await ssm.send(new GetParameterCommand({ Name: name, WithDecryption: true }))
-      return out.Parameter?.Value
-    } finally {
-      ssm.destroy()
+      return await provider.get(name, { decrypt: true, maxAge: maxAgeSeconds })
+    } catch (error) {
+      throw error instanceof GetParameterError && error.cause !== undefined ? error.cause : error
     }
   }
 }

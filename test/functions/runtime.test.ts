@@ -54,6 +54,20 @@ describe('cold-start secrets', () => {
     expect(calls.length).toBe(before)
   })
 
+  it('asks SSM once within the cache\'s max age, and again once it has passed', async () => {
+    const cached = reader()
+    const before = calls.length
+    expect(await cached('/actions/dev/cached')).toBe('postgres://app:pw-from-ssm@db:5432/app')
+    expect(await cached('/actions/dev/cached')).toBe('postgres://app:pw-from-ssm@db:5432/app')
+    expect(calls.length - before).toBe(1)
+    // Powertools' max age is whole seconds: with 1 s, a read 1.1 s later goes to SSM again.
+    const short = ssmParameterReader(() => new SSMClient({ endpoint: url, region: 'us-east-1', credentials: { accessKeyId: 't', secretAccessKey: 't' } }), 1)
+    await short('/actions/dev/short')
+    await new Promise(r => setTimeout(r, 1_100))
+    await short('/actions/dev/short')
+    expect(calls.filter(c => c.body.Name === '/actions/dev/short')).toHaveLength(2)
+  })
+
   it('fails the cold start with a config error naming the parameter when it cannot be read', async () => {
     const err = await resolveSecrets({ DATABASE_URL_SSM_PARAMETER: '/missing' }, reader()).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(ConfigError)
