@@ -44,15 +44,9 @@ export const watchEventSchema = z.object({
   selection: jsonObject.optional(),
 }).strict()
 
-// A basic trigger's payload carries its trigger's name; `optional` keeps accepting producers written before that.
-const withTrigger = <T extends z.ZodRawShape>(shape: T) => z.object({ ...shape, trigger: z.string().min(1) }).strict()
+// A basic trigger's payload carries its trigger's name (upstream's types require it); `optional` keeps
+// accepting producers written before that. test/types/upstream.ts checks both against upstream's types.
 const withOptionalTrigger = <T extends z.ZodRawShape>(shape: T) => z.object({ ...shape, trigger: z.string().min(1).optional() }).strict()
-
-/** Exactly upstream's `AnyEventPayload` (basic payloads name their trigger). */
-export const upstreamPayloadSchema = z.discriminatedUnion('operation', [
-  withTrigger(baseShapes.create), withTrigger(baseShapes.update), withTrigger(baseShapes.delete),
-  withTrigger(baseShapes.junction_connect), withTrigger(baseShapes.junction_disconnect), watchEventSchema,
-])
 
 /** What enqueue accepts for a named trigger: upstream's payloads, and basic ones without their `trigger` too. */
 export const eventPayloadSchema = z.discriminatedUnion('operation', [
@@ -70,6 +64,4 @@ export const mutationSchema = z.discriminatedUnion('operation', [
   z.object({ operation: z.literal('delete'), entity: z.string().min(1), id: primary }).strict(),
 ])
 
-export type EventPayload = z.infer<typeof eventPayloadSchema>
-export type UpstreamPayload = z.infer<typeof upstreamPayloadSchema>
 export type Mutation = z.infer<typeof mutationSchema>

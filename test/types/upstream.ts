@@ -5,7 +5,8 @@
 import type { Actions, ActionsPayload } from '@contember/schema'
 import type { ActionsSchema } from '../../lib/schema/actions.js'
 import type { JsonObject } from '../../lib/schema/json.js'
-import type { EventPayload, UpstreamPayload } from '../../lib/schema/payload.js'
+import type { eventPayloadSchema } from '../../lib/schema/payload.js'
+import type { z } from 'zod'
 
 // Arrays become readonly; types that are readonly already (our JSON and selection types) stay as they are.
 type DeepReadonly<T> = T extends (infer E)[] ? ReadonlyArray<DeepReadonly<E>>
@@ -13,6 +14,11 @@ type DeepReadonly<T> = T extends (infer E)[] ? ReadonlyArray<DeepReadonly<E>>
   : [JsonObject] extends [T] ? T
   : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
   : T
+
+/** What enqueue accepts for a named trigger. */
+type EventPayload = z.infer<typeof eventPayloadSchema>
+/** The same with a basic payload's `trigger` required, as upstream's `AnyEventPayload` has it. */
+type UpstreamPayload = EventPayload extends infer P ? P extends { operation: 'watch' } ? P : Omit<P, 'trigger'> & { trigger: string } : never
 
 /** Compiles only when A is assignable to B. */
 type Assignable<A, B> = [A] extends [B] ? true : false
@@ -26,8 +32,8 @@ holds<Assignable<ActionsSchema, Actions.Schema>>()
 holds<Assignable<Actions.WebhookTarget, DeepReadonly<ActionsSchema['targets'][string]>>>()
 holds<Assignable<Actions.AnyTrigger, DeepReadonly<ActionsSchema['triggers'][string]>>>()
 
-// Every payload upstream builds is one enqueue accepts, and the upstream-exact payload schema builds
-// nothing upstream's type would not describe.
+// Every payload upstream builds is one enqueue accepts, and with `trigger` required the payloads are
+// exactly upstream's.
 holds<Assignable<ActionsPayload.AnyEventPayload, DeepReadonly<UpstreamPayload>>>()
 holds<Assignable<UpstreamPayload, ActionsPayload.AnyEventPayload>>()
 holds<Assignable<ActionsPayload.AnyEventPayload, DeepReadonly<EventPayload>>>()
