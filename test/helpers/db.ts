@@ -5,8 +5,11 @@ import { withDatabase } from '../../local/postgres.js'
 
 let counter = 0
 
+/** A database of the test run's own: its URL, a pool on it, and `drop()`. */
+export type TestDatabase = { url: string; pool: pg.Pool; drop: () => Promise<void> }
+
 /** A fresh database cloned from the migrated template; `drop()` removes it. */
-export async function freshDatabase(): Promise<{ url: string; pool: pg.Pool; drop: () => Promise<void> }> {
+export async function freshDatabase(): Promise<TestDatabase> {
   const adminUrl = inject('pgAdminUrl')
   const template = inject('pgTemplate')
   const name = `${template}_${process.pid}_${++counter}`

@@ -4,7 +4,7 @@
 // are getters, valid from the file's (or describe's) beforeAll on.
 import { afterAll, beforeAll, beforeEach } from 'vitest'
 import type { DrainOptions } from '../../lib/dispatch/drain.js'
-import { freshDatabase } from './db.js'
+import { freshDatabase, type TestDatabase } from './db.js'
 import { startPushgateway, type RunningPushgateway } from './pushgateway.js'
 import { startReceiver, type Receiver, type Responder } from './receiver.js'
 import { testEnv, type TestEnv } from './runtime.js'
@@ -101,22 +101,36 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
 
 /** One receiver for tests that need nothing else; before every test it forgets its requests and answers with `responder` again. */
 export function useReceiver(responder: true | Responder = true): Receiver {
-  let rx: Receiver | undefined
+  const rx = later<Receiver>('the receiver')
   const started = receiverSet()
-  beforeAll(async () => { rx = await started.start(responder) })
+  beforeAll(async () => { rx.set(await started.start(responder)) })
   beforeEach(() => started.reset())
   afterAll(() => started.close())
-  const ready = (): Receiver => {
-    if (!rx) throw new Error('harness: the receiver is not started yet (used before beforeAll)')
-    return rx
-  }
-  return {
-    get url() { return ready().url },
-    get requests() { return ready().requests },
-    eventIds: () => ready().eventIds(),
-    respond: r => ready().respond(r),
-    close: () => ready().close(),
-  }
+  return rx.handle
+}
+
+/** A fresh database for the file (or describe), for tests that need Postgres and nothing else. */
+export function useDatabase(): TestDatabase {
+  const db = later<TestDatabase>('the database')
+  let created: TestDatabase | undefined
+  beforeAll(async () => { db.set(created = await freshDatabase()) })
+  afterAll(async () => { await created?.drop() })
+  return db.handle
+}
+
+/**
+ * A handle to a part that beforeAll starts: every property read goes to the part once it exists, and
+ * fails naming it before then (a test file's top level runs before its hooks).
+ */
+function later<T extends object>(what: string): { handle: T; set(value: T): void } {
+  let value: T | undefined
+  const handle = new Proxy<T>(Object.create(null), {
+    get: (_, key) => {
+      if (value === undefined) throw new Error(`harness: ${what} is not started yet (used before beforeAll)`)
+      return Reflect.get(value, key)
+    },
+  })
+  return { handle, set: v => { value = v } }
 }
 
 /** Receivers started for one file, each with the responder it returns to before every test. */
@@ -138,21 +152,5 @@ function receiverSet() {
     close: async () => {
       for (const receiver of responders.keys()) await receiver.close()
     },
-  }
-}
-
-/** A fresh database for the file (or describe), for tests that need Postgres and nothing else. */
-export function useDatabase(): Awaited<ReturnType<typeof freshDatabase>> {
-  let db: Awaited<ReturnType<typeof freshDatabase>> | undefined
-  beforeAll(async () => { db = await freshDatabase() })
-  afterAll(async () => { await db?.drop() })
-  const ready = () => {
-    if (!db) throw new Error('harness: the database is not created yet (used before beforeAll)')
-    return db
-  }
-  return {
-    get url() { return ready().url },
-    get pool() { return ready().pool },
-    drop: () => ready().drop(),
   }
 }

@@ -1,7 +1,7 @@
 import { loadConfig } from '../../lib/config.js'
 import { closeDeps, createDeps, type Deps } from '../../lib/deps.js'
 import { createLogger, type Logger, type Sink } from '../../lib/log.js'
-import { freshDatabase } from './db.js'
+import { freshDatabase, type TestDatabase } from './db.js'
 import { startQueue, type TestQueue } from './sqs.js'
 
 /** What captureLogs() hands back: every line written since it was called, and those lines parsed. */
@@ -10,7 +10,7 @@ export type CapturedLogs = { lines: string[]; records(): Array<Record<string, un
 export type TestEnv = {
   deps: Deps
   queue: TestQueue
-  db: Awaited<ReturnType<typeof freshDatabase>>
+  db: TestDatabase
   /** The logger `deps` writes with (debug level, into this env's sink); pass it to any extra deps a test builds. */
   log: Logger
   /** Captures every line the env's logger (and its children) writes until `restore()`. */
