@@ -6,7 +6,7 @@ import type { Deps } from '../deps.js'
 import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
 import { excerpt } from '../text.js'
-import type { Claimed } from './claims.js'
+import type { Claimed } from './queued-claims.js'
 
 /** What a drain did to its events, counted as their outcomes are recorded. */
 export type Tally = {
