@@ -1,13 +1,12 @@
 import { Agent, buildConnector } from 'undici'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../lib/config.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE, egressDecision, guardedConnector, parseNetworks, type Network } from '../../lib/delivery/egress.js'
 import { closeDeps, createDeps, type Deps } from '../../lib/deps.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 
 const none: Network[] = []
 const nets = (list: string) => parseNetworks(list).networks
@@ -154,40 +153,25 @@ describe('the connector', () => {
 })
 
 describe('deliveries through the guard', () => {
-  let env: TestEnv
-  let rx: Receiver
-  let project: string
-  let n = 0
-  const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
+  const env = useHarness({ config: { LEASE_MARGIN_MS: '1000' }, receiver: true, project: 'g' })
   const opened: Deps[] = []
-  beforeAll(async () => {
-    env = await testEnv({ LEASE_MARGIN_MS: '1000' })
-    rx = await startReceiver()
-  })
   afterAll(async () => {
     for (const d of opened) await d.http.close()
-    await rx.close()
-    await env.close()
   })
-  beforeEach(() => {
-    project = `g${++n}`
-    rx.requests.length = 0
-  })
-  const deps = () => env.deps
   /** The runtime's deps with the dispatcher a cold start builds from this WEBHOOK_ALLOWED_NETWORKS. */
   const guarded = (allowed: string, http?: Agent): Deps => {
-    const d = { ...createDeps({ ...deps().config, WEBHOOK_ALLOWED_NETWORKS: allowed }, { db: deps().db, signals: deps().signals, metrics: deps().metrics, log: deps().log }), ...(http ? { http } : {}) }
+    const d = { ...createDeps({ ...env.deps.config, WEBHOOK_ALLOWED_NETWORKS: allowed }, { db: env.deps.db, signals: env.deps.signals, metrics: env.deps.metrics, log: env.deps.log }), ...(http ? { http } : {}) }
     opened.push(d)
     return d
   }
-  const port = () => new URL(rx.url).port
+  const port = () => new URL(env.rx.url).port
 
   async function attemptEach(d: Deps, urls: string[]): Promise<Array<string | undefined>> {
-    await schemaFor(deps(), project, Object.fromEntries(urls.map((url, i) => [`t${i}`, { url, maxAttempts: 3 }])))
+    await schemaFor(env.deps, env.project, Object.fromEntries(urls.map((url, i) => [`t${i}`, { url, maxAttempts: 3 }])))
     const ids: string[] = []
-    for (let i = 0; i < urls.length; i++) ids.push(...await enqueueMany(deps(), project, `to_t${i}`, 1))
-    await drainProject(d, project, forever)
-    const rows = await states(deps(), project)
+    for (let i = 0; i < urls.length; i++) ids.push(...await enqueueMany(env.deps, env.project, `to_t${i}`, 1))
+    await drainProject(d, env.project, FOREVER)
+    const rows = await states(env.deps, env.project)
     return ids.map(id => {
       const row = rows.get(id)
       const entry = row?.log[0] as { errorMessage?: string } | undefined
@@ -197,10 +181,10 @@ describe('deliveries through the guard', () => {
 
   it('refuses loopback in every spelling with "Destination not allowed" when nothing is allowed, and nothing reaches the receiver', async () => {
     const logs = env.captureLogs()
-    const urls = [rx.url, `http://[::1]:${port()}/`, `http://[::ffff:127.0.0.1]:${port()}/`, `http://localhost:${port()}/`, `http://2130706433:${port()}/`, `http://0x7f.1:${port()}/`]
+    const urls = [env.rx.url, `http://[::1]:${port()}/`, `http://[::ffff:127.0.0.1]:${port()}/`, `http://localhost:${port()}/`, `http://2130706433:${port()}/`, `http://0x7f.1:${port()}/`]
     const results = await attemptEach(guarded(''), urls).finally(() => logs.restore())
     expect(results).toEqual(urls.map(() => DESTINATION_NOT_ALLOWED))
-    expect(rx.requests).toHaveLength(0)
+    expect(env.rx.requests).toHaveLength(0)
     // A refusal names neither host nor address, in the event log or in a log line.
     expect(logs.lines.join('\n')).not.toMatch(/127\.0\.0\.1|localhost|::1|2130706433/)
   })
@@ -216,17 +200,17 @@ describe('deliveries through the guard', () => {
   it('refuses a URL whose variables make it another scheme or a blocked host', async () => {
     const wire = tripwire()
     const d = guarded('', new Agent({ connect: guardedConnector([], { connect: wire.connect }) }))
-    await setVariables(deps().db, project, { FILE: 'file:///etc', META: 'http://169.254.169.254' }, 'set')
+    await setVariables(env.deps.db, env.project, { FILE: 'file:///etc', META: 'http://169.254.169.254' }, 'set')
     const results = await attemptEach(d, ['{{FILE}}/passwd', '{{META}}/latest'])
     expect(results).toEqual(['Unsupported URL scheme', DESTINATION_NOT_ALLOWED])
     expect(wire.calls).toEqual([])
   })
 
   it('delivers to 127.0.0.1 when WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8, and still refuses what it does not name', async () => {
-    const results = await attemptEach(guarded('127.0.0.0/8'), [rx.url + '/ok', `http://2130706433:${port()}/decimal`, `http://[::1]:${port()}/`])
+    const results = await attemptEach(guarded('127.0.0.0/8'), [env.rx.url + '/ok', `http://2130706433:${port()}/decimal`, `http://[::1]:${port()}/`])
     expect(results).toEqual(['succeed', 'succeed', DESTINATION_NOT_ALLOWED])
-    expect(rx.requests.map(r => r.path).sort()).toEqual(['/decimal', '/ok'])
+    expect(env.rx.requests.map(r => r.path).sort()).toEqual(['/decimal', '/ok'])
     // The Host header still carries what the URL said.
-    expect(rx.requests.find(r => r.path === '/decimal')?.headers.host).toBe(`127.0.0.1:${port()}`)
+    expect(env.rx.requests.find(r => r.path === '/decimal')?.headers.host).toBe(`127.0.0.1:${port()}`)
   })
 })

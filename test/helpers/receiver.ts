@@ -36,13 +36,18 @@ export async function startReceiver(responder: Responder = (_, res) => { res.end
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
-    eventIds: () => requests.flatMap(r => ((r.body?.events ?? []) as Array<{ meta: { eventId: string } }>).map(e => e.meta.eventId)),
+    eventIds: () => requests.flatMap(eventIdsOf),
     respond: r => { current = r },
     close: () => new Promise(resolve => {
       server.closeAllConnections()
       server.close(() => resolve())
     }),
   }
+}
+
+/** The event ids one request delivered, in its order. */
+export function eventIdsOf(req: ReceivedRequest): string[] {
+  return ((req.body?.events ?? []) as Array<{ meta: { eventId: string } }>).map(e => e.meta.eventId)
 }
 
 /** Answers with a JSON body. */
