@@ -12,16 +12,20 @@ const NONE = '—'
 
 type Row = { setting: string; param: string; default: string; line: number }
 
+/** A table line's cells, trimmed (a formatter may pad them). */
+const cellsOf = (line: string) => line.trim().replace(/^\||\|$/g, '').split('|').map(c => c.trim())
+const isHeader = (line: string) => line.trim().startsWith('|') && cellsOf(line).join('|') === cellsOf(HEADER).join('|')
+
 /** The table's rows; throws naming the line when one does not read as four cells with a backticked key. */
 function parseTable(page: string): Row[] {
   const lines = page.split('\n')
-  const start = lines.findIndex(l => l.trim() === HEADER)
+  const start = lines.findIndex(isHeader)
   if (start < 0) throw new Error(`docs/configuration.md: no table with the header ${HEADER}`)
-  if (lines.filter(l => l.trim() === HEADER).length > 1) throw new Error('docs/configuration.md: more than one configuration table')
+  if (lines.filter(isHeader).length > 1) throw new Error('docs/configuration.md: more than one configuration table')
   const rows: Row[] = []
   // The header, then the delimiter row, then rows until the first line that is not one.
   for (let i = start + 2; i < lines.length && lines[i]?.trim().startsWith('|'); i++) {
-    const cells = (lines[i] ?? '').trim().replace(/^\||\|$/g, '').split('|').map(c => c.trim())
+    const cells = cellsOf(lines[i] ?? '')
     const setting = /^`([A-Z0-9_]+)`$/.exec(cells[0] ?? '')?.[1]
     if (cells.length !== 4 || !setting) throw new Error(`docs/configuration.md:${i + 1}: expected | \`KEY\` | param | default | meaning |`)
     rows.push({ setting, param: cells[1] ?? '', default: cells[2] ?? '', line: i + 1 })
@@ -81,6 +85,7 @@ describe('the table parser', () => {
     expect(parseTable(page).map(r => [r.setting, r.param, r.default])).toEqual([['A_B', '`aB`', '`10`'], ['C', '—', '—']])
     expect(() => parseTable(`${HEADER}\n|---|---|---|---|\n| A_B | — | — |`)).toThrow(/expected/)
     expect(() => parseTable('no table here')).toThrow(/no table/)
+    expect(parseTable('| Setting   | Param | Default | Meaning    |\n| --- | --- | --- | --- |\n| `K` | — | `1` | padded |')).toHaveLength(1)
   })
 
   it('spells defaults as the page does', () => {
