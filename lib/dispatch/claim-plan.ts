@@ -58,18 +58,18 @@ function offeredTargets({ queue, waits, empty, prefetch, perTarget }: ClaimBook,
 
 /**
  * What a finished claim (of `plan`, within `budgetBytes`) says about what is due. A target at its cap,
- * or a claim cut at `want`, may hide more due events: no target is marked empty then (EmptyTargets).
- * Fewer batches than asked, with nothing failed and nothing changed meanwhile: the queue is idle
- * (nothing due waits for claims going back or every delivery ending), or exhausted when the byte budget
- * may have cut the claim (one more batch as large as the largest taken would not have fitted): only the
- * next delivery to free bytes is waited for.
+ * or a claim cut at `want`, may hide more due events, and so may every target when the byte budget may
+ * have cut the claim: no target is marked empty then (EmptyTargets). Fewer batches than asked, with
+ * nothing failed and nothing changed meanwhile: the queue is idle (nothing due waits for claims going
+ * back or every delivery ending), or exhausted when the budget cut it (only the next delivery to free
+ * bytes is waited for).
  */
 export function judgeClaim(book: ClaimBook, claimed: ClaimResult, { offered, want }: ClaimPlan, budgetBytes: number, changedMeanwhile: boolean): AfterClaim {
   const got = new Map<string, number>()
   for (const b of claimed.batches) got.set(b.target, (got.get(b.target) ?? 0) + 1)
   const full = claimed.batches.length >= want || offered.some(t => (got.get(t.name) ?? 0) >= t.maxBatches)
-  book.empty.afterClaim(offered, got, full, t => book.waits.isCapped(t))
   const cut = book.bytes.mayHaveCut(claimed.batches, budgetBytes)
+  book.empty.afterClaim(offered, got, full || cut, t => book.waits.isCapped(t))
   const short = !full && claimed.unknownTarget.length === 0 && claimed.spent.length === 0 && !changedMeanwhile
   return !short ? 'ready' : cut ? 'exhausted' : 'idle'
 }

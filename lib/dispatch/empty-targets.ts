@@ -26,8 +26,8 @@ export class EmptyTargets {
 
   /**
    * Takes in what a claim found: a target that got fewer batches than it could take has nothing more
-   * due now, unless the claim may hide more (`mayHideMore`: cut at its batch count or at a target's
-   * cap) or the target's caps cut it (`capped`: it has more, asked when they allow).
+   * due now, unless the claim may hide more (`mayHideMore`: cut at its batch count, at a target's cap,
+   * or by the byte budget) or the target's caps cut it (`capped`: it has more, asked when they allow).
    * A target that got batches had work.
    */
   afterClaim(offered: readonly TargetClaimConfig[], got: ReadonlyMap<string, number>, mayHideMore: boolean, capped: (target: string) => boolean): void {

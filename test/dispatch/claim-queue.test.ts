@@ -264,3 +264,41 @@ describe('the claim queue transition table', () => {
     expect(e).toMatchObject({ name: 'ClaimQueueStateError', from: 'failed', to: 'ready' })
   })
 })
+
+describe('the byte budget and empty targets', () => {
+  it('does not take a target the budget cut out of a claim for empty: the next claim asks for it while the queue is more than half full', async () => {
+    // Two workers: 8 batches queued ahead, 4 of one target at most. a and b fill six batches, and the
+    // budget leaves no room for c's, which is due behind them.
+    const targets = { a: { batchSize: 1 }, b: { batchSize: 1 }, c: { batchSize: 100 } }
+    await store(targets)
+    await enqueueMany(env.deps, project, 'to_a', 3)
+    await enqueueMany(env.deps, project, 'to_b', 3, 100)
+    await enqueueMany(env.deps, project, 'to_c', 1, 200)
+    const bytes = await payloadBytes()
+    const six = bytes.slice(0, 6).reduce((s, b) => s + b, 0)
+    const q = await queueFor({ concurrency: 2, maxClaimedBytes: six + Math.floor((bytes[6] ?? 0) / 2) })
+    expect(await q.next()).toBe('again')
+    expect(q.state).toBe('exhausted')
+    expect(q.queued).toBe(6)
+    q.finished(await handOut(q))
+    expect(q.state).toBe('ready')
+    // Five batches queued, more than half of eight: only a target that may have unclaimed work starts
+    // a claim now, and c, cut by the budget, is one.
+    const next = q.next()
+    expect(q.state).toBe('claiming')
+    const a = await next
+    await q.settled()
+    expect(typeof a === 'string' ? a : a.target.name).toBe('a')
+    expect(q.queued).toBe(5)
+    // What is queued now: the rest of a and b, and c's batch from that claim.
+    const left: string[] = []
+    for (let i = 0; i < 20 && q.queued > 0; i++) {
+      const c = await q.next()
+      if (typeof c === 'string') continue
+      left.push(c.target.name)
+      q.finished(c)
+    }
+    expect(left.sort()).toEqual(['a', 'b', 'b', 'b', 'c'])
+    await q.stop()
+  })
+})
