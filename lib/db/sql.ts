@@ -27,9 +27,11 @@ const POSITIONAL = /\$\d/
 type Missing<P, N extends readonly unknown[]> = Exclude<keyof P, N[number]>
 
 /**
- * Compiles `text` for parameters of type `P`, numbered in the order of `names` (which must list every
- * key of P, checked by the compiler). Throws at module load when the text names a parameter not in the
- * list, lists one it never uses, or mixes in a positional `$n`.
+ * Compiles `text` for parameters of type `P`, numbered in the order of `names`, which must list every
+ * key of P (checked by the compiler). The list, not the text, fixes the numbers: moving a clause never
+ * renumbers what is sent, so plans, prepared statements and pg_stat_statements keep seeing one text.
+ * Throws at module load when the text names a parameter not in the list, lists one it never uses, or
+ * mixes in a positional `$n`.
  */
 export function named<P extends object>() {
   return <const N extends readonly (keyof P & string)[]>(names: N, text: [Missing<P, N>] extends [never] ? string : { missing: Missing<P, N> }): Statement<P> => {

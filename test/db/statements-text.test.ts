@@ -48,12 +48,12 @@ function fixtureText(s: Shown): string {
 }
 
 describe('the hot statements as sent to Postgres', () => {
-  it.each(Object.keys(STATEMENTS))('%s matches test/fixtures/sql/%s.sql', name => {
+  it.each(Object.keys(STATEMENTS))('test/fixtures/sql/%s.sql holds the statement as its module sends it', name => {
     const s = STATEMENTS[name]
     if (!s) throw new Error(`no statement ${name}`)
     const want = fixtureText(s)
     if (process.env.UPDATE_SQL_FIXTURES === '1') writeFileSync(fixturePath(name), want)
-    expect(readFileSync(fixturePath(name), 'utf8')).toBe(want)
+    expect(readFileSync(fixturePath(name), 'utf8'), 'the statement changed: review it, then UPDATE_SQL_FIXTURES=1 rewrites the fixture').toBe(want)
   })
 })
 
