@@ -16,18 +16,15 @@ export const FOREVER: DrainOptions = { remainingMs: () => Number.POSITIVE_INFINI
 const ok: Responder = (_, res) => { res.end() }
 
 export type HarnessOptions<K extends string> = {
-  /**
-   * Settings over the test defaults (as `loadConfig` reads them from the environment); a function
-   * when they depend on a part the harness starts first (the Pushgateway's URL).
-   */
-  config?: Record<string, string> | ((parts: { pushgateway?: RunningPushgateway }) => Record<string, string>)
+  /** Settings over the test defaults, as `loadConfig` reads them from the environment. */
+  config?: Record<string, string>
   /** Starts one receiver, `h.rx`, answering with this responder (`true`: 200, empty body). */
   receiver?: true | Responder
   /** Starts one receiver per name, `h.receiver(name)`, each answering with its responder. */
   receivers?: Record<K, true | Responder>
   /** Prefix of `h.project`, a project name of its own for every test (`wire` → wire1, wire2, …). */
   project?: string
-  /** Starts a throwaway Pushgateway before the deps, `h.pushgateway`. */
+  /** Starts a throwaway Pushgateway before the deps, `h.pushgateway`, and sets PUSHGATEWAY_URL to it. */
   pushgateway?: boolean
 }
 
@@ -65,8 +62,7 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
   }
   beforeAll(async () => {
     if (options.pushgateway) pushgateway = await startPushgateway()
-    const config = typeof options.config === 'function' ? options.config(pushgateway ? { pushgateway } : {}) : options.config
-    env = await testEnv({ ...(pushgateway ? { PUSHGATEWAY_URL: pushgateway.url } : {}), ...config })
+    env = await testEnv({ ...(pushgateway ? { PUSHGATEWAY_URL: pushgateway.url } : {}), ...options.config })
     if (options.receiver) rx = await started.start(options.receiver)
     for (const [name, responder] of Object.entries<true | Responder>(options.receivers ?? {})) named.set(name, await started.start(responder))
   })
