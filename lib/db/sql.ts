@@ -4,7 +4,10 @@
  * parameter list, so the text sent (and planned, and prepared under a query name) is plain positional
  * SQL. Not a `WITH params AS (SELECT $1 …)` CTE on purpose: a CTE referenced more than once is
  * materialised, and the planner then reads its columns as values of a subplan, which can turn an index
- * condition into a filter. Values are only ever passed as parameters, never spliced into the text.
+ * condition into a filter. Measured on 100,000 events (20,000 due): the claim rewritten over such a CTE
+ * lost its row goal, read and sorted all 20,000 due events instead of the first 800 of the due index,
+ * and its probe check filtered the targets instead of looking them up: 360–490 ms against 23–44 ms.
+ * Values are only ever passed as parameters, never spliced into the text.
  */
 
 /** A Postgres array literal built by arrayLiteral (lib/db/arrays.ts), for a `$name::type[]` parameter. */

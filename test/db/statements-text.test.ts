@@ -14,37 +14,38 @@ import { DELETE_RESOLVED, DELETE_RESOLVED_WITH_FAILED, GIVE_UP } from '../../lib
 import { named, type Statement } from '../../lib/db/sql.js'
 import { freshDatabase } from '../helpers/db.js'
 
-type Shown = { text: string; names: readonly string[] }
-const plain = (text: string): Shown => ({ text, names: [] })
-const shown = <P>(s: Statement<P>): Shown => s
+// Where each is written (file and constant), so the fixture can say it and this test can check it.
+type Shown = { file: string; constant: string; text: string; names: readonly string[] }
+const plain = (file: string, constant: string, text: string): Shown => ({ file, constant, text, names: [] })
+const shown = <P>(file: string, constant: string, s: Statement<P>): Shown => ({ file, constant, text: s.text, names: s.names })
 
 const STATEMENTS: Record<string, Shown> = {
-  claim: shown(CLAIM),
-  record: shown(RECORD),
-  record_ok: shown(RECORD_OK),
-  record_minimal: shown(RECORD_MINIMAL),
-  release: shown(RELEASE),
-  flow_create: shown(FLOW_CREATE),
-  flow_lock: shown(FLOW_LOCK),
-  flow_in_flight: shown(FLOW_IN_FLIGHT),
-  flow_save: shown(FLOW_SAVE),
-  has_due: shown(HAS_DUE),
-  next_due: shown(NEXT_DUE),
-  progress_touch: shown(PROGRESS_TOUCH),
-  due_backlog: plain(DUE_BACKLOG_SQL),
-  failed_count: plain(FAILED_COUNT_SQL),
-  paused_targets: plain(PAUSED_TARGETS_SQL),
-  delete_resolved: shown(DELETE_RESOLVED),
-  delete_resolved_with_failed: shown(DELETE_RESOLVED_WITH_FAILED),
-  give_up: shown(GIVE_UP),
+  claim: shown('lib/db/claim.ts', 'CLAIM', CLAIM),
+  record: shown('lib/db/record.ts', 'RECORD', RECORD),
+  record_ok: shown('lib/db/record.ts', 'RECORD_OK', RECORD_OK),
+  record_minimal: shown('lib/db/record.ts', 'RECORD_MINIMAL', RECORD_MINIMAL),
+  release: shown('lib/db/release.ts', 'RELEASE', RELEASE),
+  flow_create: shown('lib/db/flow.ts', 'FLOW_CREATE', FLOW_CREATE),
+  flow_lock: shown('lib/db/flow.ts', 'FLOW_LOCK', FLOW_LOCK),
+  flow_in_flight: shown('lib/db/flow.ts', 'FLOW_IN_FLIGHT', FLOW_IN_FLIGHT),
+  flow_save: shown('lib/db/flow.ts', 'FLOW_SAVE', FLOW_SAVE),
+  has_due: shown('lib/db/due.ts', 'HAS_DUE', HAS_DUE),
+  next_due: shown('lib/db/due.ts', 'NEXT_DUE', NEXT_DUE),
+  progress_touch: shown('lib/db/progress.ts', 'PROGRESS_TOUCH', PROGRESS_TOUCH),
+  due_backlog: plain('lib/db/backlog.ts', 'DUE_BACKLOG_SQL', DUE_BACKLOG_SQL),
+  failed_count: plain('lib/db/backlog.ts', 'FAILED_COUNT_SQL', FAILED_COUNT_SQL),
+  paused_targets: plain('lib/db/backlog.ts', 'PAUSED_TARGETS_SQL', PAUSED_TARGETS_SQL),
+  delete_resolved: shown('lib/db/retention.ts', 'DELETE_RESOLVED', DELETE_RESOLVED),
+  delete_resolved_with_failed: shown('lib/db/retention.ts', 'DELETE_RESOLVED_WITH_FAILED', DELETE_RESOLVED_WITH_FAILED),
+  give_up: shown('lib/db/retention.ts', 'GIVE_UP', GIVE_UP),
 }
 
 const fixturePath = (name: string) => new URL(`../fixtures/sql/${name}.sql`, import.meta.url)
 
-/** The fixture's text: a legend of the parameters' names as SQL comments, then the statement as sent. */
+/** The fixture's text: where the statement is written and its parameters' names as SQL comments, then the statement as sent. */
 function fixtureText(s: Shown): string {
   const legend = s.names.map((n, i) => `-- $${i + 1} ${n}\n`).join('')
-  return `${legend}${s.text}\n`
+  return `-- ${s.file}: ${s.constant}\n${legend}${s.text}\n`
 }
 
 describe('the hot statements as sent to Postgres', () => {
@@ -53,6 +54,7 @@ describe('the hot statements as sent to Postgres', () => {
     if (!s) throw new Error(`no statement ${name}`)
     const want = fixtureText(s)
     if (process.env.UPDATE_SQL_FIXTURES === '1') writeFileSync(fixturePath(name), want)
+    expect(readFileSync(new URL(`../../${s.file}`, import.meta.url), 'utf8')).toContain(`export const ${s.constant} =`)
     expect(readFileSync(fixturePath(name), 'utf8'), 'the statement changed: review it, then UPDATE_SQL_FIXTURES=1 rewrites the fixture').toBe(want)
   })
 })
