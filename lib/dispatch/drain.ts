@@ -1,14 +1,14 @@
-import { hasDueEvents, msUntilNextDue } from '../db/due.js'
+import type { AttemptRecord, RecordedRow } from '../db/record.js'
 import { getSchemaAndVariables } from '../db/schemas.js'
 import type { Deps } from '../deps.js'
 import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
-import { MAX_DELAY_SECONDS } from '../signals.js'
 import { ClaimQueue } from './claims.js'
 import { countRecorded, deliverBatch, failedByClaim, retryAfterMs, type BatchReport, type Tally } from './outcomes.js'
 import { recordSettings } from '../config.js'
 import { targetHealthChanges } from './health.js'
 import { emitOps, type OpsEvent } from '../ops.js'
+import { leaveSignal, type DrainStop, type LeftSignal } from './leave-signal.js'
 import { createRecorder } from './recorder.js'
 import { resolveTargets, type ResolvedTarget } from './resolve.js'
 
@@ -27,18 +27,12 @@ export type DrainOptions = {
 
 export type DrainResult = Tally & {
   /** Why the drain stopped (nothing due, out of time, its slice used up), and the signal it left behind. */
-  stop: 'idle' | 'time' | 'slice'
-  signal: 'none' | 'continue' | { delaySeconds: number }
+  stop: DrainStop
+  signal: LeftSignal
 }
 
 /** Holding more unwritten outcomes than this makes the drain wait for the recorder before claiming more. */
 const MAX_UNRECORDED = 2_000
-/**
- * Delay of the signal left by a drain that stopped for time without moving anything: an immediate one
- * would start the same fruitless drain again at once, forever (a target no invocation can hold). Short,
- * because the usual cause is an invocation that reached this project late and a fresh one will fit.
- */
-const NO_PROGRESS_DELAY_SECONDS = 5
 
 /** A drain under way: what its workers share. */
 type Run = {
@@ -62,6 +56,9 @@ type Run = {
   reclaim?: Promise<boolean> | undefined
   failure?: unknown
 }
+
+/** A drain's shared state before its claim queue and recorder exist. */
+type RunBase = Omit<Run, 'claims' | 'recorder'>
 
 /**
  * Delivers a project's due events until nothing is due, the invocation runs short of time, or its
@@ -103,22 +100,20 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     variables, config: deps.config, remainingMs: opts.remainingMs(), log, metrics,
   })
   const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
-  const keys = { resolved: false }
-  // Operational events of this drain (lib/ops.ts), enqueued into OPS_PROJECT when it ends.
-  const ops: OpsEvent[] = []
-  const recorder = createRecorder(deps.db, (rows, records) => {
-    countRecorded(rows, records, result, metrics, log)
-    if (rows.some(r => r.keyed && r.state !== 'retrying')) keys.resolved = true
-    claims.recorded(rows)
-    const changes = targetHealthChanges(rows, log)
-    for (const [paused, reason] of changes.paused) {
-      void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
-      ops.push({ kind: reason === 'failures' ? 'target.paused' : 'target.needs_operator', project, target: paused })
-    }
-    for (const resumed of changes.resumed) ops.push({ kind: 'target.resumed', project, target: resumed })
-  }, log, recordSettings(deps.config))
-  const claims = new ClaimQueue({
-    db: deps.db, project, targets,
+  // `ops`: operational events of this drain (lib/ops.ts), enqueued into OPS_PROJECT when it ends.
+  const shared: RunBase = { deps, project, opts, log, metrics, targets, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false, keys: { resolved: false }, ops: [] }
+  // The recorder calls back only for outcomes added by a worker, once `run` exists.
+  const recorder = createRecorder(deps.db, (rows, records) => afterRecord(run, rows, records), log, recordSettings(deps.config))
+  const run: Run = { ...shared, recorder, claims: claimQueue(shared, recorder) }
+  return run
+}
+
+/** The drain's claim queue: its workers' share of the invocation's time, and the recorder catching up before each claim. */
+function claimQueue(base: RunBase, recorder: Run['recorder']): ClaimQueue {
+  // `base` is a copy of the run's fields: only its objects (keys, result) are shared with the run.
+  const { deps, opts } = base
+  const claims: ClaimQueue = new ClaimQueue({
+    db: deps.db, project: base.project, targets: base.targets,
     concurrency: deps.config.DISPATCH_CONCURRENCY,
     maxClaimedBytes: deps.config.DISPATCH_MAX_CLAIMED_BYTES,
     fits: t => opts.remainingMs() >= t.timeoutMs + deps.config.DISPATCH_TIME_MARGIN_MS,
@@ -126,11 +121,25 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     // resolved the head of an ordering key, making its next event claimable by this very claim.
     beforeClaim: async () => {
       if (recorder.backlog() > MAX_UNRECORDED || claims.delivering === 0) await recorder.flush()
-      keys.resolved = false
+      base.keys.resolved = false
     },
-    onClaimFailures: claimed => failedByClaim(claimed, result, metrics, log),
+    onClaimFailures: claimed => failedByClaim(claimed, base.result, base.metrics, base.log),
   })
-  return { deps, project, opts, log, metrics, targets, claims, recorder, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false, keys, ops }
+  return claims
+}
+
+/** What written outcomes change: the tally, resolved ordering keys, capped targets' slots, and paused or resumed targets. */
+function afterRecord(run: Run, rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>): void {
+  const { claims, log, project } = run
+  countRecorded(rows, records, run.result, run.metrics, log)
+  if (rows.some(r => r.keyed && r.state !== 'retrying')) run.keys.resolved = true
+  claims.recorded(rows)
+  const changes = targetHealthChanges(rows, log)
+  for (const [paused, reason] of changes.paused) {
+    void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
+    run.ops.push({ kind: reason === 'failures' ? 'target.paused' : 'target.needs_operator', project, target: paused })
+  }
+  for (const resumed of changes.resumed) run.ops.push({ kind: 'target.resumed', project, target: resumed })
 }
 
 /** One of the drain's workers: takes turns until the drain is done or has failed. */
@@ -229,32 +238,4 @@ function deferred(): Deferred {
   let resolve = () => {}
   const promise = new Promise<void>(r => { resolve = r })
   return { promise, resolve }
-}
-
-/**
- * The signal that keeps the project moving after this drain; a failure to send is logged, the sweeper
- * covers it. Events of `held` targets are not work a signal could move. A drain that moved nothing
- * never asks for an immediate successor.
- */
-async function leaveSignal(deps: Deps, project: string, { stop, progressed, held }: { stop: DrainResult['stop']; progressed: boolean; held: readonly string[] }, log: Logger): Promise<DrainResult['signal']> {
-  try {
-    if (stop !== 'idle') {
-      if (!(await hasDueEvents(deps.db, project, held))) return 'none'
-      if (!progressed) {
-        await deps.signals.send(project, NO_PROGRESS_DELAY_SECONDS)
-        return { delaySeconds: NO_PROGRESS_DELAY_SECONDS }
-      }
-      await deps.signals.send(project)
-      return 'continue'
-    }
-    const ms = await msUntilNextDue(deps.db, project, held)
-    if (ms === undefined || ms > MAX_DELAY_SECONDS * 1000) return 'none'
-    // At least a second: an event due now but claimed elsewhere must not start a hot loop of wake-ups.
-    const delaySeconds = Math.max(1, Math.ceil(ms / 1000))
-    await deps.signals.send(project, delaySeconds)
-    return { delaySeconds }
-  } catch (error) {
-    log.error('Could not leave a signal for the rest of the work; the sweeper will pick it up', { error })
-    return 'none'
-  }
 }

@@ -18,78 +18,103 @@ export const RECORD_MIN_OUTCOMES = 256
 /** The longest an outcome waits for company before it is written; it delays no delivery, only its record. */
 export const RECORD_LINGER_MS = 20
 
+type OnRecorded = (rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>) => void
+
 /**
  * Collects outcomes from concurrent deliveries and writes them with as few statements as possible:
  * one write runs at a time, and everything that arrived meanwhile goes into the next one, which waits
  * a few milliseconds for company when it would be small (RECORD_MIN_OUTCOMES). A statement the
  * database refuses for its data is written again row by row, so one bad row costs only itself.
  */
-export function createRecorder(db: Queryable, onRecorded: (rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>) => void, log?: Logger, settings?: RecordSettings) {
-  let pending: AttemptRecord[] = []
-  // When the oldest pending outcome arrived: the linger counts from there.
-  let firstAt = 0
-  // Each add() is one delivered batch: the circuit breaker counts failed batches.
-  let batches = 0
-  let running: Promise<void> | undefined
-  let lingering: NodeJS.Timeout | undefined
-  // Flushes under way: while any waits, pending outcomes are written without lingering.
-  let flushing = 0
-  // Outcomes that must be written without lingering are pending (a capped target's slot frees only then).
-  let urgent = false
-  let failure: unknown
-  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
-  const progress = progressRhythm()
+export function createRecorder(db: Queryable, onRecorded: OnRecorded, log?: Logger, settings?: RecordSettings): Recorder {
+  return new Recorder(db, onRecorded, log, settings)
+}
 
-  const write = async () => {
-    const batch = pending
-    pending = []
-    const touch = progress.due()
-    const { rows, written } = await recordAll(db, batch, log, settings, touch)
-    if (touch && rows.length > 0) progress.written()
-    onRecorded(rows, new Map(written.map(r => [r.id, r])))
+class Recorder {
+  private pending: AttemptRecord[] = []
+  // When the oldest pending outcome arrived: the linger counts from there.
+  private firstAt = 0
+  // Each add() is one delivered batch: the circuit breaker counts failed batches.
+  private batches = 0
+  private running: Promise<void> | undefined
+  private lingering: NodeJS.Timeout | undefined
+  // Flushes under way: while any waits, pending outcomes are written without lingering.
+  private flushing = 0
+  // Outcomes that must be written without lingering are pending (a capped target's slot frees only then).
+  private urgent = false
+  private failure: unknown
+  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
+  private readonly progress = progressRhythm()
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly onRecorded: OnRecorded,
+    private readonly log: Logger | undefined,
+    private readonly settings: RecordSettings | undefined,
+  ) {}
+
+  /**
+   * Queues outcomes for writing; throws if an earlier write failed. `now`: write them without waiting
+   * for company (a target with maxInFlight gets its slot back only once its outcome is written).
+   */
+  add(records: AttemptRecord[], now = false): void {
+    if (this.failure) throw this.failure
+    if (now) this.urgent = true
+    const batch = ++this.batches
+    if (this.pending.length === 0) this.firstAt = performance.now()
+    this.pending.push(...records.map(r => ({ ...r, batch })))
+    this.kick()
   }
+
+  /** Outcomes queued or being written. */
+  backlog(): number {
+    return this.pending.length + (this.running ? 1 : 0)
+  }
+
+  /** Writes everything queued at once, waits until it is written; throws the first write failure. */
+  async flush(): Promise<void> {
+    this.flushing++
+    try {
+      this.kick()
+      while (this.running) {
+        await this.running
+        this.kick()
+      }
+    } finally {
+      this.flushing--
+    }
+    if (this.failure) throw this.failure
+  }
+
   /** Starts the next write when one is due: enough outcomes, a flush waiting, or the linger over. */
-  const kick = (): void => {
-    if (running || failure || pending.length === 0) return
-    const wait = firstAt + RECORD_LINGER_MS - performance.now()
-    if (flushing === 0 && !urgent && pending.length < RECORD_MIN_OUTCOMES && wait > 0) {
-      lingering ??= setTimeout(() => { lingering = undefined; kick() }, wait)
+  private kick(): void {
+    if (this.running || this.failure || this.pending.length === 0) return
+    const wait = this.firstAt + RECORD_LINGER_MS - performance.now()
+    if (this.flushing === 0 && !this.urgent && this.pending.length < RECORD_MIN_OUTCOMES && wait > 0) {
+      this.lingering ??= setTimeout(() => {
+        this.lingering = undefined
+        this.kick()
+      }, wait)
       return
     }
-    clearTimeout(lingering)
-    lingering = undefined
-    urgent = false
-    running = write().catch(e => { failure ??= e }).finally(() => { running = undefined; kick() })
+    clearTimeout(this.lingering)
+    this.lingering = undefined
+    this.urgent = false
+    this.running = this.write()
+      .catch(e => { this.failure ??= e })
+      .finally(() => {
+        this.running = undefined
+        this.kick()
+      })
   }
-  return {
-    /**
-     * Queues outcomes for writing; throws if an earlier write failed. `now`: write them without waiting
-     * for company (a target with maxInFlight gets its slot back only once its outcome is written).
-     */
-    add(records: AttemptRecord[], now = false): void {
-      if (failure) throw failure
-      if (now) urgent = true
-      const batch = ++batches
-      if (pending.length === 0) firstAt = performance.now()
-      pending.push(...records.map(r => ({ ...r, batch })))
-      kick()
-    },
-    /** Outcomes queued or being written. */
-    backlog: () => pending.length + (running ? 1 : 0),
-    /** Writes everything queued at once, waits until it is written; throws the first write failure. */
-    async flush(): Promise<void> {
-      flushing++
-      try {
-        kick()
-        while (running) {
-          await running
-          kick()
-        }
-      } finally {
-        flushing--
-      }
-      if (failure) throw failure
-    },
+
+  private async write(): Promise<void> {
+    const batch = this.pending
+    this.pending = []
+    const touch = this.progress.due()
+    const { rows, written } = await recordAll(this.db, batch, this.log, this.settings, touch)
+    if (touch && rows.length > 0) this.progress.written()
+    this.onRecorded(rows, new Map(written.map(r => [r.id, r])))
   }
 }
 
