@@ -1,23 +1,13 @@
 // Per-target caps (issue 22, item 2), enforced by the database across drains: four drains at once, a
 // real receiver counting requests in flight and starts per second.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { readBacklog } from '../../lib/db/backlog.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { parseActionsSchema } from '../../lib/schema/actions.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
 
-let env: TestEnv
-let rx: Receiver
-beforeAll(async () => {
-  env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '200' })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
+const env = useHarness({ config: { DISPATCH_TIME_MARGIN_MS: '200' }, receiver: true })
 
 describe('maxInFlight and maxPerSecond', () => {
   it('hold a target to 2 requests at once and 20 starts a second across four drains, spend no attempt, and leave its neighbour alone', async () => {
@@ -27,7 +17,7 @@ describe('maxInFlight and maxPerSecond', () => {
     const starts: number[] = []
     let bDone = 0
     let bLastAt = 0
-    rx.respond((req, res) => {
+    env.rx.respond((req, res) => {
       if (req.path === '/b') {
         bDone += req.body.events.length
         bLastAt = Date.now()
@@ -38,7 +28,7 @@ describe('maxInFlight and maxPerSecond', () => {
       most = Math.max(most, ++inFlight)
       setTimeout(() => { inFlight--; res.end() }, 20)
     })
-    await schemaFor(env.deps, project, { a: { url: rx.url + '/a', timeoutMs: 1000, maxInFlight: 2, maxPerSecond: 20 }, b: { url: rx.url + '/b', timeoutMs: 1000 } })
+    await schemaFor(env.deps, project, { a: { url: env.rx.url + '/a', timeoutMs: 1000, maxInFlight: 2, maxPerSecond: 20 }, b: { url: env.rx.url + '/b', timeoutMs: 1000 } })
     const a = await enqueueMany(env.deps, project, 'to_a', 1000)
     await enqueueMany(env.deps, project, 'to_b', 1000, 5000)
     const started = Date.now()

@@ -1,36 +1,28 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/dispatch.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { createContext } from '../helpers/lambda.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
+import { startReceiver } from '../helpers/receiver.js'
+import { testEnv } from '../helpers/runtime.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 import { TX } from '../fixtures/schemas.js'
 
 // Fair sharing (issue 11 item 2): a dead target cannot starve a healthy one of the same project, and
 // a deep backlog cannot keep the other projects of an invocation waiting.
 
-let env: TestEnv
-let healthy: Receiver
-let dead: Receiver
-
-beforeAll(async () => {
+const env = useHarness({
   // One project at a time (a pool of 3 serves one drain), so only the slice can let the others in.
-  env = await testEnv({ DB_POOL_MAX: '3', DISPATCH_PROJECT_SLICE_MS: '1000', DISPATCH_TIME_MARGIN_MS: '1000' })
-  healthy = await startReceiver()
-  // Never answers: every request to it ends at the target's timeout.
-  dead = await startReceiver(() => {})
+  config: { DB_POOL_MAX: '3', DISPATCH_PROJECT_SLICE_MS: '1000', DISPATCH_TIME_MARGIN_MS: '1000' },
+  // `dead` never answers: every request to it ends at the target's timeout.
+  receivers: { healthy: true, dead: () => {} },
 })
-afterAll(async () => {
-  await healthy.close()
-  await dead.close()
-  await env.close()
-})
-const deps = () => env.deps
+const healthy = () => env.receiver('healthy')
+const dead = () => env.receiver('dead')
 
 /** Inserts `n` due events of one target in one statement. */
 async function insertDue(project: string, target: string, n: number): Promise<void> {
-  await deps().db.query(
+  await env.deps.db.query(
     `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, visible_at)
      SELECT gen_random_uuid(), $1, $2, 1, $3, 'to_' || $3, jsonb_build_object('n', i), now() - interval '1 minute'
      FROM generate_series(1, $4::int) AS i`,
@@ -41,13 +33,13 @@ async function insertDue(project: string, target: string, n: number): Promise<vo
 describe('fair sharing', () => {
   it('delivers a healthy target\'s events before the first timeout of a dead target holding 1,000 older events', async () => {
     const project = 'deadbeside'
-    await schemaFor(deps(), project, { dead: { url: dead.url, timeoutMs: 2_000 }, ok: { url: healthy.url } })
+    await schemaFor(env.deps, project, { dead: { url: dead().url, timeoutMs: 2_000 }, ok: { url: healthy().url } })
     await insertDue(project, 'dead', 1_000)
-    const ids = await enqueueMany(deps(), project, 'to_ok', 10)
-    const res = await drainProject(deps(), project, { remainingMs: () => Number.POSITIVE_INFINITY, sliceMs: 1_000 })
+    const ids = await enqueueMany(env.deps, project, 'to_ok', 10)
+    const res = await drainProject(env.deps, project, { remainingMs: () => Number.POSITIVE_INFINITY, sliceMs: 1_000 })
 
-    expect(healthy.eventIds().sort()).toEqual([...ids].sort())
-    const { rows: [order] } = await deps().db.query(
+    expect(healthy().eventIds().sort()).toEqual([...ids].sort())
+    const { rows: [order] } = await env.deps.db.query(
       `SELECT (SELECT max(resolved_at) FROM actions_event WHERE project = $1 AND target = 'ok') AS healthy_done,
               (SELECT min(last_state_change) FROM actions_event WHERE project = $1 AND target = 'dead' AND num_retries > 0) AS first_timeout,
               (SELECT count(*) FROM actions_event WHERE project = $1 AND target = 'ok' AND state = 'succeed')::int AS succeeded`,
@@ -59,25 +51,25 @@ describe('fair sharing', () => {
     expect(order.healthy_done.getTime()).toBeLessThan(order.first_timeout.getTime())
     // The dead target's slice ended with its events waiting, each attempt counted, none lost or failed.
     expect(res).toMatchObject({ stop: 'slice', signal: 'continue' })
-    const { rows: [dlq] } = await deps().db.query(
+    const { rows: [dlq] } = await env.deps.db.query(
       `SELECT count(*)::int AS n, sum(num_retries)::int AS attempts, count(*) FILTER (WHERE state = 'failed')::int AS failed
        FROM actions_event WHERE project = $1 AND target = 'dead'`,
       [project],
     )
-    expect(dlq).toEqual({ n: 1_000, attempts: dead.requests.length, failed: 0 })
+    expect(dlq).toEqual({ n: 1_000, attempts: dead().requests.length, failed: 0 })
   })
 
   it('starts every project of an SQS batch within its slice of a 100,000-event backlog, which leaves a continuation', async () => {
-    await schemaFor(deps(), 'deep', { t: { url: healthy.url } })
+    await schemaFor(env.deps, 'deep', { t: { url: healthy().url } })
     await insertDue('deep', 't', 100_000)
     const small = ['small1', 'small2', 'small3']
     const ids: string[] = []
     for (const p of small) {
-      await schemaFor(deps(), p, { t: { url: healthy.url } })
-      ids.push(...await enqueueMany(deps(), p, 'to_t', 10))
+      await schemaFor(env.deps, p, { t: { url: healthy().url } })
+      ids.push(...await enqueueMany(env.deps, p, 'to_t', 10))
     }
     await env.queue.drain()
-    healthy.requests.length = 0
+    healthy().requests.length = 0
     const handler = createHandler(() => env.deps)
     const batch = ['deep', ...small].map((project, i) => ({
       messageId: `m${i}`, receiptHandle: `r${i}`, body: JSON.stringify({ project }),
@@ -87,10 +79,10 @@ describe('fair sharing', () => {
     const res = await handler({ Records: batch }, createContext(600_000))
 
     expect(res).toEqual({ batchItemFailures: [] })
-    const delivered = new Set(healthy.eventIds())
+    const delivered = new Set(healthy().eventIds())
     expect(ids.filter(id => !delivered.has(id))).toEqual([])
     // The three did not wait for the backlog: most of it is still due, and it asked to be continued.
-    const { rows: [deep] } = await deps().db.query(
+    const { rows: [deep] } = await env.deps.db.query(
       `SELECT count(*) FILTER (WHERE state = 'succeed')::int AS done, count(*) FILTER (WHERE state <> 'succeed')::int AS left
        FROM actions_event WHERE project = 'deep'`,
     )

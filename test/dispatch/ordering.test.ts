@@ -1,31 +1,13 @@
 // Per-entity order (issue 22), through the real dispatch path: four drains at once, eight requests in
 // flight each, a real receiver that watches every key, and a retry in the middle of one entity's updates.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueue } from '../../lib/enqueue.js'
 import { TX } from '../fixtures/schemas.js'
 import { schemaFor } from '../helpers/events.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 
-let env: TestEnv
-let rx: Receiver
-let project: string
-let n = 0
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-
-beforeAll(async () => {
-  env = await testEnv({ DISPATCH_CONCURRENCY: '8' })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(() => {
-  project = `order${++n}`
-  rx.requests.length = 0
-})
+const env = useHarness({ config: { DISPATCH_CONCURRENCY: '8' }, receiver: true, project: 'order' })
 
 type Delivered = { key: string; v: number; at: number; ok: boolean }
 const update = (key: string, v: number) => ({ trigger: 'to_t', payload: { operation: 'update', entity: 'Article', id: key, values: { v } } })
@@ -34,21 +16,21 @@ const update = (key: string, v: number) => ({ trigger: 'to_t', payload: { operat
 async function drainUntil(done: () => boolean, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!done()) {
-    if (Date.now() > deadline) throw new Error(`timed out draining: ${JSON.stringify((await env.db.pool.query('SELECT state, num_retries, visible_at > now() AS later, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3', [project])).rows)}`)
-    await Promise.all([1, 2, 3, 4].map(() => drainProject(env.deps, project, forever)))
+    if (Date.now() > deadline) throw new Error(`timed out draining: ${JSON.stringify((await env.db.pool.query('SELECT state, num_retries, visible_at > now() AS later, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3', [env.project])).rows)}`)
+    await Promise.all([1, 2, 3, 4].map(() => drainProject(env.deps, env.project, FOREVER)))
     await new Promise(r => setTimeout(r, 20))
   }
 }
 
 describe.each([1, 10])('ordering: entity, batchSize %i', batchSize => {
   it('delivers each entity\'s updates strictly in order, one request per key at a time, while the other entities go on', async () => {
-    await schemaFor(env.deps, project, { t: { url: rx.url, batchSize, initialRepeatIntervalMs: 300 } })
+    await schemaFor(env.deps, env.project, { t: { url: env.rx.url, batchSize, initialRepeatIntervalMs: 300 } })
     const inFlight = new Map<string, number>()
     let maxInFlight = 0
     let twoOfAKeyInABatch = 0
     const seen: Delivered[] = []
     let refused = false
-    rx.respond((req, res) => {
+    env.rx.respond((req, res) => {
       const keys: Array<{ key: string; v: number }> = req.body.events.map((e: { id: string; values: { v: number } }) => ({ key: String(e.id), v: e.values.v }))
       if (new Set(keys.map(k => k.key)).size < keys.length) twoOfAKeyInABatch++
       for (const { key } of keys) {
@@ -75,7 +57,7 @@ describe.each([1, 10])('ordering: entity, batchSize %i', batchSize => {
         events.push(update(`e${k}`, v))
         events.push(update(`other-${v}-${2 * k}`, 1), update(`other-${v}-${2 * k + 1}`, 1))
       }
-      await enqueue(env.deps, { project, transactionId: TX, events })
+      await enqueue(env.deps, { project: env.project, transactionId: TX, events })
     }
     const expected = 50 * 5 + 500
     await drainUntil(() => seen.filter(s => s.ok).length >= expected)
@@ -97,26 +79,26 @@ describe.each([1, 10])('ordering: entity, batchSize %i', batchSize => {
     expect(third).toBeGreaterThanOrEqual(retriedAt)
     // The others went on while e7 waited for its retry.
     expect(seen.filter(s => s.key !== 'e7' && s.at > refusedAt && s.at < retriedAt).length).toBeGreaterThan(0)
-    const { rows } = await env.db.pool.query(`SELECT state, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY state`, [project])
+    const { rows } = await env.db.pool.query(`SELECT state, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY state`, [env.project])
     expect(rows).toEqual([{ state: 'succeed', n: expected }])
   })
 })
 
 describe('ordering: none', () => {
   it('leaves a key\'s events unordered: they are claimed together', async () => {
-    await schemaFor(env.deps, project, { t: { url: rx.url, batchSize: 10, ordering: 'none' } })
-    await enqueue(env.deps, { project, transactionId: TX, events: [1, 2, 3].map(v => update('same', v)) })
-    expect(await drainProject(env.deps, project, forever)).toMatchObject({ succeeded: 3, batches: 1 })
-    expect(rx.requests[0]?.body.events.map((e: { values: { v: number } }) => e.values.v)).toEqual([1, 2, 3])
+    await schemaFor(env.deps, env.project, { t: { url: env.rx.url, batchSize: 10, ordering: 'none' } })
+    await enqueue(env.deps, { project: env.project, transactionId: TX, events: [1, 2, 3].map(v => update('same', v)) })
+    expect(await drainProject(env.deps, env.project, FOREVER)).toMatchObject({ succeeded: 3, batches: 1 })
+    expect(env.rx.requests[0]?.body.events.map((e: { values: { v: number } }) => e.values.v)).toEqual([1, 2, 3])
   })
 
   it('takes priority across entities, never within one', async () => {
-    await schemaFor(env.deps, project, { t: { url: rx.url, batchSize: 10 } }, { to_t: { target: 't' }, urgent: { target: 't', priority: 9 } })
-    await enqueue(env.deps, { project, transactionId: TX, events: [
+    await schemaFor(env.deps, env.project, { t: { url: env.rx.url, batchSize: 10 } }, { to_t: { target: 't' }, urgent: { target: 't', priority: 9 } })
+    await enqueue(env.deps, { project: env.project, transactionId: TX, events: [
       update('a', 1), update('b', 1), { ...update('a', 2), trigger: 'urgent' }, { ...update('c', 1), trigger: 'urgent' },
     ] })
-    await drainUntil(() => rx.eventIds().length >= 4)
-    const order = rx.requests.map(r => r.body.events.map((e: { id: string; values: { v: number } }) => `${e.id}${e.values.v}`))
+    await drainUntil(() => env.rx.eventIds().length >= 4)
+    const order = env.rx.requests.map(r => r.body.events.map((e: { id: string; values: { v: number } }) => `${e.id}${e.values.v}`))
     // c1 (urgent, its own entity) first; a2 (urgent) only after a1, in a later request.
     expect(order[0]).toEqual(['c1', 'a1', 'b1'])
     expect(order[1]).toEqual(['a2'])

@@ -1,43 +1,31 @@
 // A poison event cannot hold its batch (issue 23, item 4): a receiver that answers 400 to any batch
 // holding one bad event. The batch is split in halves on each such answer until the bad event travels
 // alone; its neighbours are delivered, and it fails by itself after its attempts.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 
-let env: TestEnv
-let rx: Receiver
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
-
-beforeAll(async () => {
-  env = await testEnv({ DISPATCH_CONCURRENCY: '2', BREAKER_FAILURES: '2' })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
+const env = useHarness({ config: { DISPATCH_CONCURRENCY: '2', BREAKER_FAILURES: '2' }, receiver: true })
 
 describe('a batch with one poison event', () => {
   it('delivers the other nine of a batch of ten and fails the poison event alone', async () => {
     let poison = ''
     const delivered = new Map<string, number>()
     const sizes: number[] = []
-    rx.respond((req, res) => {
+    env.rx.respond((req, res) => {
       const ids: string[] = req.body.events.map((e: { meta: { eventId: string } }) => e.meta.eventId)
       sizes.push(ids.length)
       if (ids.includes(poison)) { res.statusCode = 400; res.end(); return }
       for (const id of ids) delivered.set(id, (delivered.get(id) ?? 0) + 1)
       res.end()
     })
-    await schemaFor(env.deps, 'poison', { t: { url: rx.url, batchSize: 10, maxAttempts: 3, initialRepeatIntervalMs: 1 } })
+    await schemaFor(env.deps, 'poison', { t: { url: env.rx.url, batchSize: 10, maxAttempts: 3, initialRepeatIntervalMs: 1 } })
     const ids = await enqueueMany(env.deps, 'poison', 'to_t', 10)
     poison = ids[6] ?? ''
     for (let i = 0; i < 40; i++) {
-      await drainProject(env.deps, 'poison', forever)
+      await drainProject(env.deps, 'poison', FOREVER)
       if ([...(await states(env.deps, 'poison')).values()].every(s => s.state === 'succeed' || s.state === 'failed')) break
       await new Promise(r => setTimeout(r, 20))
     }

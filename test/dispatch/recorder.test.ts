@@ -3,17 +3,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { claimBatches } from '../../lib/db/claim.js'
 import type { AttemptRecord } from '../../lib/db/record.js'
 import { createRecorder, recordAll, RECORD_LINGER_MS, RECORD_MIN_OUTCOMES } from '../../lib/dispatch/recorder.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
 // The recorder's rhythm against a real Postgres: a few outcomes wait a little for company, enough of
 // them (or a flush) are written at once, and a lone outcome is never stranded by its wait.
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 /** The recorder's own pool, whose statements are named as they are sent (the record, the progress touch). */
 let counting: pg.Pool
 let sent: string[] = []
 
 beforeAll(async () => {
-  db = await freshDatabase()
   counting = new pg.Pool({ connectionString: db.url, max: 2 })
   const original: unknown = Reflect.get(counting, 'query')
   if (typeof original !== 'function') throw new Error('pg.Pool without query')
@@ -27,7 +26,6 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(async () => {
   await counting.end()
-  await db.drop()
 })
 beforeEach(async () => {
   sent = []

@@ -1,34 +1,18 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { parseRetryAfter } from '../../lib/delivery/response.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { FOREVER, useHarness } from '../helpers/harness.js'
 
-let env: TestEnv
-let rx: Receiver
-let n = 0
-let project: string
-const forever = { remainingMs: () => Number.POSITIVE_INFINITY }
+const env = useHarness({ config: { LEASE_MARGIN_MS: '1000' }, receiver: true, project: 'ra' })
 const HOUR_S = 3600
-
-beforeAll(async () => {
-  env = await testEnv({ LEASE_MARGIN_MS: '1000' })
-  rx = await startReceiver()
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(() => { project = `ra${++n}` })
-afterEach(async () => { await env.queue.drain() })
 
 /** Delivers one event to a receiver answering `status` with `Retry-After: value`; returns seconds until it is due again (database clock). */
 async function delayAfter(status: number, value: string): Promise<number> {
-  rx.respond((_, res) => { res.writeHead(status, { 'retry-after': value }); res.end() })
-  await schemaFor(env.deps, project, { t: { url: rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1000 } })
-  const [id] = await enqueueMany(env.deps, project, 'to_t', 1)
-  await drainProject(env.deps, project, forever)
+  env.rx.respond((_, res) => { res.writeHead(status, { 'retry-after': value }); res.end() })
+  await schemaFor(env.deps, env.project, { t: { url: env.rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1000 } })
+  const [id] = await enqueueMany(env.deps, env.project, 'to_t', 1)
+  await drainProject(env.deps, env.project, FOREVER)
   const { rows } = await env.deps.db.query('SELECT state, num_retries, extract(epoch FROM visible_at - now())::float8 AS s FROM actions_event WHERE id = $1', [id])
   expect(rows[0]).toMatchObject({ state: 'retrying', num_retries: 1 })
   return Number(rows[0].s)
@@ -55,7 +39,7 @@ describe('Retry-After', () => {
 
   it('ignores a malformed value and a Retry-After on other statuses', async () => {
     expect(await delayAfter(429, 'soon')).toBeLessThanOrEqual(1)
-    project = `ra${++n}`
+    env.nextProject()
     expect(await delayAfter(500, '120')).toBeLessThanOrEqual(1)
   })
 
@@ -73,7 +57,7 @@ describe('Retry-After on the whole target (issue 22, item 3)', () => {
   it('holds every batch of the target for the time asked, spends no attempt on them, and leaves the other target alone', async () => {
     const arrivals: Array<{ path: string; at: number }> = []
     let refusedAt = 0
-    rx.respond((req, res) => {
+    env.rx.respond((req, res) => {
       arrivals.push({ path: req.path, at: Date.now() })
       if (req.path === '/a' && refusedAt === 0) {
         refusedAt = Date.now()
@@ -84,15 +68,15 @@ describe('Retry-After on the whole target (issue 22, item 3)', () => {
       // Slow enough that B is still being delivered while A is held.
       setTimeout(() => res.end(), req.path === '/b' ? 100 : 0)
     })
-    await schemaFor(env.deps, project, { a: { url: rx.url + '/a' }, b: { url: rx.url + '/b' } })
-    const a = await enqueueMany(env.deps, project, 'to_a', 20)
-    await enqueueMany(env.deps, project, 'to_b', 20, 100)
+    await schemaFor(env.deps, env.project, { a: { url: env.rx.url + '/a' }, b: { url: env.rx.url + '/b' } })
+    const a = await enqueueMany(env.deps, env.project, 'to_a', 20)
+    await enqueueMany(env.deps, env.project, 'to_b', 20, 100)
     // A second drain of the project meanwhile learns the hold from the database.
-    await Promise.all([drainProject(env.deps, project, forever), drainProject(env.deps, project, forever)])
+    await Promise.all([drainProject(env.deps, env.project, FOREVER), drainProject(env.deps, env.project, FOREVER)])
     const deadline = Date.now() + 15_000
-    while ((await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = 'succeed'`, [project])).rows[0].n < 40) {
-      if (Date.now() > deadline) throw new Error(`timed out: ${JSON.stringify((await env.deps.db.query('SELECT target, state, num_retries, visible_at > now() AS later, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3, 4', [project])).rows)} ${JSON.stringify((await env.deps.db.query('SELECT * FROM actions_target_health WHERE project = $1', [project])).rows)}`)
-      await drainProject(env.deps, project, forever)
+    while ((await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = 'succeed'`, [env.project])).rows[0].n < 40) {
+      if (Date.now() > deadline) throw new Error(`timed out: ${JSON.stringify((await env.deps.db.query('SELECT target, state, num_retries, visible_at > now() AS later, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3, 4', [env.project])).rows)} ${JSON.stringify((await env.deps.db.query('SELECT * FROM actions_target_health WHERE project = $1', [env.project])).rows)}`)
+      await drainProject(env.deps, env.project, FOREVER)
       await new Promise(r => setTimeout(r, 100))
     }
     expect(refusedAt).toBeGreaterThan(0)
