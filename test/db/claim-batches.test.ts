@@ -1,14 +1,12 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { claimBatches, type ClaimLimits, type TargetClaimConfig } from '../../lib/db/claim.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
 // What one claim statement takes, row by row: the order of its batches, the byte budget at its edge,
 // the per-target cap, waiting targets and targets missing from the schema. The drain's tests see the
 // same rules only through deliveries; these name the statement's own contract (lib/db/claim.ts).
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 
-beforeAll(async () => { db = await freshDatabase() }, 60_000)
-afterAll(async () => { await db.drop() })
 beforeEach(async () => { await db.pool.query('TRUNCATE actions_event, actions_target_health') })
 
 /** The n-th test id: a uuid whose order is n's, so ties on priority and due time are read by id. */

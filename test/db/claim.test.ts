@@ -2,15 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
 import { HAS_DUE, msUntilNextDue, NEXT_DUE } from '../../lib/db/due.js'
 import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
 // One project whose one target holds a deep due backlog behind many more resolved events, with
 // statistics that know it. The claim's paused-target filter must not hide the backlog from the planner
 // (an unestimable `target <> ALL(...)` once turned every claim into a sequential scan and sort of the
 // whole backlog: 38 ms instead of 1 ms), and "is anything due" must not scan the resolved rows first.
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 
 beforeAll(async () => {
-  db = await freshDatabase()
   await db.pool.query(`
     INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at)
     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb, 'succeed', now()
@@ -21,7 +21,6 @@ beforeAll(async () => {
     FROM generate_series(1, 20000) AS i`)
   await db.pool.query('ANALYZE actions_event')
 }, 120_000)
-afterAll(async () => { await db.drop() })
 
 type PlanNode = { 'Node Type': string; 'Actual Loops'?: number; Plans?: PlanNode[] }
 const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)]

@@ -2,13 +2,12 @@ import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { migrate } from '../../lib/db/migrate.js'
 import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
-beforeAll(async () => { db = await freshDatabase() })
-afterAll(async () => { await db.drop() })
+const db = useDatabase()
 
 describe('migrations', () => {
   it('are recorded, and running them again applies nothing', async () => {

@@ -2,15 +2,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../lib/config.js'
 import { closeDeps, createDeps } from '../../lib/deps.js'
 import { createPool, withTransaction } from '../../lib/db/pool.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
-beforeAll(async () => { db = await freshDatabase() })
-afterAll(async () => { await db.drop() })
+const db = useDatabase()
 
 /** The SQLSTATE of a rejected query (57014: canceled by statement_timeout). */
 const sqlState = (e: unknown) => (e instanceof pg.DatabaseError ? e.code : 'not a database error')

@@ -1,16 +1,14 @@
 // Every attempt counts and the attempt log stays bounded (issue 23, item 2): an event its target's
 // breaker holds is probed again and again during an outage; its num_retries says how many attempts
 // were made, and its log keeps the first entry and the last 20, counting the rest.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { claimBatches } from '../../lib/db/claim.js'
 import { DEFAULT_RECORD_SETTINGS } from '../../lib/db/health.js'
 import { LOG_KEPT_LAST } from '../../lib/db/log.js'
 import { recordAttempts } from '../../lib/db/record.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
-beforeAll(async () => { db = await freshDatabase() }, 60_000)
-afterAll(async () => { await db.drop() })
+const db = useDatabase()
 
 describe('a held event probed through a long outage', () => {
   it('counts every attempt and keeps its log at the first entry and the last 20', async () => {

@@ -1,20 +1,18 @@
 // Outcomes that are all successes take a statement of their own (RECORD_OK_SQL). It must leave the
 // events, the targets' health and the dispatch progress exactly as the general record statement
 // (RECORD_SQL) leaves them for the same successes, for every state a target's health can be in.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { claimBatches } from '../../lib/db/claim.js'
 import { DEFAULT_RECORD_SETTINGS } from '../../lib/db/health.js'
 import { recordAttempts, type AttemptRecord, type RecordedRow } from '../../lib/db/record.js'
 import { countStatements } from '../helpers/statements.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 let statements: ReturnType<typeof countStatements>
 beforeAll(async () => {
-  db = await freshDatabase()
   statements = countStatements(db.pool)
 }, 60_000)
-afterAll(async () => { await db.drop() })
 
 /** A target's health before the record: none, failing, paused for failures, by an operator, for 410 Gone. */
 const HEALTH: Record<string, string | undefined> = {

@@ -1,15 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { RECORD_OK_SQL, RECORD_SQL } from '../../lib/db/record.js'
 import { RELEASE_SQL } from '../../lib/db/release.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
 // The bench's shape: a modest table analyzed while nothing was claimed, then hundreds of events in flight.
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 let ids: string[] = []
 let leases: Date[] = []
 
 beforeAll(async () => {
-  db = await freshDatabase()
   await db.pool.query(`
     INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb FROM generate_series(1, 20000)`)
@@ -19,7 +18,6 @@ beforeAll(async () => {
   ids = rows.map(r => r.id)
   leases = rows.map(r => r.visible_at)
 }, 60_000)
-afterAll(async () => { await db.drop() })
 
 // Every outcome a success of target t (the breaker's inputs: project, target, code, batch, attempts, no Retry-After).
 const recordParams = () => [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12,

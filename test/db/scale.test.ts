@@ -1,17 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
 import { RECORD_OK_SQL, RECORD_SQL } from '../../lib/db/record.js'
 import { RELEASE_SQL } from '../../lib/db/release.js'
 import { DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../../lib/db/backlog.js'
 import { DELETE_RESOLVED, DELETE_RESOLVED_WITH_FAILED } from '../../lib/db/retention.js'
 import { PROGRESS_TOUCH } from '../../lib/db/progress.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
 // 100 projects and a million resolved rows: the sweeper's statements must stay on partial indexes.
-let db: Awaited<ReturnType<typeof freshDatabase>>
+const db = useDatabase()
 
 beforeAll(async () => {
-  db = await freshDatabase()
   await db.pool.query(`
     INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, visible_at)
     SELECT gen_random_uuid(), 'p' || (i % 100), gen_random_uuid(), 1, 't', 'x', '{}'::jsonb,
@@ -25,7 +24,6 @@ beforeAll(async () => {
     FROM generate_series(1, 2000) AS i`)
   await db.pool.query('ANALYZE actions_event')
 }, 240_000)
-afterAll(async () => { await db.drop() })
 
 async function plan(sql: string, params: unknown[] = []): Promise<string> {
   const { rows } = await db.pool.query(`EXPLAIN ${sql}`, params)

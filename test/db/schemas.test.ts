@@ -1,12 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { deleteSchema, getCurrentSchema, getSchemaAndVariables, storeSchema } from '../../lib/db/schemas.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { countStatements } from '../helpers/statements.js'
-import { freshDatabase } from '../helpers/db.js'
+import { useDatabase } from '../helpers/harness.js'
 
-let db: Awaited<ReturnType<typeof freshDatabase>>
-beforeAll(async () => { db = await freshDatabase() }, 60_000)
-afterAll(async () => { await db.drop() })
+const db = useDatabase()
 
 const schema = (url: string) => ({
   targets: { hook: { type: 'webhook', name: 'hook', url } },
