@@ -8,7 +8,8 @@ import { createHandler as createEnqueue } from '../../functions/enqueue.js'
 import { createHandler as createSweeper } from '../../functions/sweeper.js'
 import { ConfigError, resolveSecrets } from '../../lib/config.js'
 import { createLogger } from '../../lib/log.js'
-import { ssmParameterReader } from '../../functions/runtime.js'
+import { createColdStart, ssmParameterReader } from '../../functions/runtime.js'
+import { closeDeps } from '../../lib/deps.js'
 import { schemaFor } from '../helpers/events.js'
 import { createContext } from '../helpers/lambda.js'
 import { startReceiver } from '../helpers/receiver.js'
@@ -18,12 +19,19 @@ import { createPayload, TX } from '../fixtures/schemas.js'
 // A local endpoint speaking SSM's JSON protocol, so the real SDK client does the call.
 let url = ''
 const calls: Array<{ target: string; body: { Name: string; WithDecryption: boolean } }> = []
+/** What /rotating holds now (a secrets rotation changes it). */
+const rotating = { url: '' }
 const server = createServer((req, res) => {
   let body = ''
   req.on('data', c => { body += c })
   req.on('end', () => {
     const parsed = JSON.parse(body)
     calls.push({ target: String(req.headers['x-amz-target']), body: parsed })
+    if (parsed.Name === '/rotating') {
+      res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' })
+      res.end(JSON.stringify({ Parameter: { Name: parsed.Name, Type: 'SecureString', Value: rotating.url } }))
+      return
+    }
     if (parsed.Name === '/missing') {
       res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1' })
       res.end(JSON.stringify({ __type: 'ParameterNotFound', message: 'not found' }))
@@ -160,6 +168,37 @@ describe('connections of a frozen environment', () => {
       // The server agrees: no session of this pool is left.
       const { rows } = await env.db.pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [appName])
       expect(rows[0]?.n).toBe(0)
+    } finally {
+      await env.close()
+    }
+  })
+})
+
+describe('secrets rotation', () => {
+  it('reads the database URL again, past the cache, once Postgres refuses the login, and rebuilds the deps', async () => {
+    const env = await testEnv()
+    try {
+      // Before the rotation SSM holds credentials the server no longer accepts (here: a role that does not exist).
+      const good = new URL(env.db.url)
+      const stale = new URL(env.db.url)
+      stale.username = 'rotated_away'
+      rotating.url = stale.toString()
+      const coldStart = createColdStart({ DATABASE_URL_SSM_PARAMETER: '/rotating', SIGNAL_QUEUE_URL: env.queue.queueUrl, LOG_LEVEL: 'error' }, reader())
+      const first = await coldStart.deps()
+      const refused = await first.db.query('SELECT 1').then(() => undefined, (e: unknown) => e)
+      expect(refused).toBeInstanceOf(Error)
+      // Another failure is no reason to re-read anything.
+      expect(coldStart.renewAfter(new Error('connect ECONNREFUSED'))).toBe(false)
+      expect(await coldStart.deps()).toBe(first)
+      rotating.url = good.toString()
+      // Still within the cache's 5 minutes: without the renewal the stale URL would be served again.
+      const before = calls.filter(c => c.body.Name === '/rotating').length
+      expect(coldStart.renewAfter(new Error('drain failed', { cause: refused }))).toBe(true)
+      const second = await coldStart.deps()
+      expect(second).not.toBe(first)
+      expect(calls.filter(c => c.body.Name === '/rotating').length).toBe(before + 1)
+      expect((await second.db.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }])
+      await closeDeps(second)
     } finally {
       await env.close()
     }
