@@ -1,8 +1,7 @@
 import type pg from 'pg'
-import { arrayLiteral } from './arrays.js'
 import { claimBatches, type ClaimLimits, type ClaimResult, type TargetClaimConfig } from './claim.js'
 import { withTransaction } from './pool.js'
-import { named, type ArrayText } from './sql.js'
+import { named } from './sql.js'
 
 /**
  * Per-target caps (issue 22, item 2; migration 008), enforced by the database across every drain:
@@ -35,7 +34,7 @@ export type FlowOutcome = {
 type Granted = { id: string; lease: string }
 
 /** The capped targets' rows, created the first time a target is capped. */
-export const FLOW_CREATE = named<{ project: string; targets: ArrayText }>()(
+export const FLOW_CREATE = named<{ project: string; targets: readonly string[] }>()(
   ['project', 'targets'],
   `INSERT INTO actions_target_flow (project, target) SELECT $project, t FROM unnest($targets::text[]) AS t ON CONFLICT DO NOTHING`,
 )
@@ -47,7 +46,7 @@ export const FLOW_CREATE = named<{ project: string; targets: ArrayText }>()(
  * rate's schedule runs on clock_timestamp(), the time now, not now(), the transaction's start, which is
  * before any wait for the lock: a schedule from that would crowd requests together.
  */
-export const FLOW_LOCK = named<{ project: string; targets: ArrayText }>()(
+export const FLOW_LOCK = named<{ project: string; targets: readonly string[] }>()(
   ['project', 'targets'],
   `SELECT target, (extract(epoch FROM next_start_at - clock_timestamp()) * 1000)::float8 AS tat_in_ms,
     clock_timestamp()::text AS locked_at, in_flight
@@ -61,7 +60,7 @@ export const FLOW_LOCK = named<{ project: string; targets: ArrayText }>()(
  * batch's first event still `processing` under its lease, the lease not run out). A statement of its
  * own, after the lock, so its snapshot holds every claim committed before.
  */
-export const FLOW_IN_FLIGHT = named<{ project: string; targets: ArrayText; ids: ArrayText; leases: ArrayText }>()(
+export const FLOW_IN_FLIGHT = named<{ project: string; targets: readonly string[]; ids: readonly string[]; leases: readonly string[] }>()(
   ['project', 'targets', 'ids', 'leases'],
   `SELECT g.target, g.id::text AS id, g.lease::text AS lease
   FROM unnest($targets::text[], $ids::uuid[], $leases::timestamptz[]) AS g(target, id, lease)
@@ -74,7 +73,7 @@ export const FLOW_IN_FLIGHT = named<{ project: string; targets: ArrayText; ids: 
  * requests started now (`started`) and the ms between requests (`interval_ms`, 0: no rate); the rate's
  * schedule runs on from when the rows were locked (`locked_at`).
  */
-export const FLOW_SAVE = named<{ project: string; targets: ArrayText; in_flight: ArrayText; started: ArrayText; interval_ms: ArrayText; locked_at: string }>()(
+export const FLOW_SAVE = named<{ project: string; targets: readonly string[]; in_flight: readonly string[]; started: readonly number[]; interval_ms: readonly number[]; locked_at: string }>()(
   ['project', 'targets', 'in_flight', 'started', 'interval_ms', 'locked_at'],
   `UPDATE actions_target_flow f
   SET in_flight = a.in_flight, claimed_at = now(),
@@ -116,7 +115,7 @@ function grantOf(t: TargetClaimConfig, inFlight: number, tatInMs: number | null)
 export async function claimWithCaps(pool: pg.Pool, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<{ result: ClaimResult; flow: Map<string, FlowOutcome> }> {
   const sorted = [...targets].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   return withTransaction(pool, async client => {
-    const names = arrayLiteral(sorted.map(t => t.name))
+    const names = sorted.map(t => t.name)
     const lock = async () => (await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(FLOW_LOCK.text, FLOW_LOCK.values({ project, targets: names }))).rows
     let locked = await lock()
     if (locked.length < sorted.length) {
@@ -125,7 +124,7 @@ export async function claimWithCaps(pool: pg.Pool, project: string, targets: rea
     }
     const granted = locked.flatMap(r => r.in_flight.map(g => ({ target: r.target, ...g })))
     const live = granted.length === 0 ? [] : (await client.query<{ target: string } & Granted>(FLOW_IN_FLIGHT.text, FLOW_IN_FLIGHT.values({
-      project, targets: arrayLiteral(granted.map(g => g.target)), ids: arrayLiteral(granted.map(g => g.id)), leases: arrayLiteral(granted.map(g => g.lease)),
+      project, targets: granted.map(g => g.target), ids: granted.map(g => g.id), leases: granted.map(g => g.lease),
     }))).rows
     const grants = new Map(sorted.map(t => {
       const row = locked.find(r => r.target === t.name)
@@ -149,8 +148,8 @@ export async function claimWithCaps(pool: pg.Pool, project: string, targets: rea
       return { target: t.name, inFlight, n: mine.length, intervalMs: g.intervalMs }
     })
     await client.query(FLOW_SAVE.text, FLOW_SAVE.values({
-      project, targets: arrayLiteral(saved.map(s => s.target)), in_flight: arrayLiteral(saved.map(s => JSON.stringify(s.inFlight))),
-      started: arrayLiteral(saved.map(s => s.n)), interval_ms: arrayLiteral(saved.map(s => s.intervalMs)), locked_at: locked[0]?.locked_at ?? 'now',
+      project, targets: saved.map(s => s.target), in_flight: saved.map(s => JSON.stringify(s.inFlight)),
+      started: saved.map(s => s.n), interval_ms: saved.map(s => s.intervalMs), locked_at: locked[0]?.locked_at ?? 'now',
     }))
     return { result, flow }
   })

@@ -2,7 +2,6 @@ import type { Outcome } from '../events.js'
 import { failureKind } from '../kinds.js'
 import { MAX_INT32 } from '../schema/limits.js'
 import { cleanText, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../text.js'
-import { arrayLiteral } from './arrays.js'
 import type { RecordSettings } from './health.js'
 import type { AttemptRecord, RecordParams } from './record.js'
 
@@ -19,36 +18,33 @@ export const breakerParams = (settings: RecordSettings) => ({
   probe_cap_ms: clampInt(settings.probeMaxMs, 1),
 })
 
-/**
- * {@link RECORD}'s parameters. Arrays as literals built here (lib/db/arrays.ts): node-postgres' own
- * conversion was the dearest part of preparing this statement.
- */
+/** {@link RECORD}'s parameters. */
 export function recordParams(records: readonly AttemptRecord[], settings: RecordSettings, progress: boolean): RecordParams {
   const retryAfter = records.map(r => (r.outcome.ok ? undefined : r.outcome.retryAfter))
   return {
-    ids: arrayLiteral(records.map(r => r.id)),
-    leases: arrayLiteral(records.map(r => r.lease)),
-    ok: arrayLiteral(records.map(r => r.outcome.ok)),
-    entries: arrayLiteral(records.map(r => (r.outcome.ok ? null : JSON.stringify(logEntry(r.outcome, r.durationMs))))),
+    ids: records.map(r => r.id),
+    leases: records.map(r => r.lease),
+    ok: records.map(r => r.outcome.ok),
+    entries: records.map(r => (r.outcome.ok ? null : JSON.stringify(logEntry(r.outcome, r.durationMs)))),
     // Clamped into the columns' int range: a stored schema from before the limits must not make the
     // statement fail (and the attempt go uncounted) on a cast.
-    max_attempts: arrayLiteral(records.map(r => clampInt(r.maxAttempts, 1))),
-    interval_ms: arrayLiteral(records.map(r => clampInt(r.initialRepeatIntervalMs, 0))),
+    max_attempts: records.map(r => clampInt(r.maxAttempts, 1)),
+    interval_ms: records.map(r => clampInt(r.initialRepeatIntervalMs, 0)),
     backoff_cap_ms: MAX_BACKOFF_MS,
-    projects: arrayLiteral(records.map(r => r.project)),
-    targets: arrayLiteral(records.map(r => r.target)),
-    codes: arrayLiteral(records.map(r => r.outcome.code ?? null)),
-    batches: arrayLiteral(records.map((r, i) => r.batch ?? -1 - i)),
-    attempts: arrayLiteral(records.map(r => r.attempts)),
-    retry_after_ms: arrayLiteral(retryAfter.map(ra => (ra && 'delayMs' in ra ? ra.delayMs : null))),
-    retry_at: arrayLiteral(retryAfter.map(ra => (ra && 'at' in ra ? ra.at : null))),
+    projects: records.map(r => r.project),
+    targets: records.map(r => r.target),
+    codes: records.map(r => r.outcome.code ?? null),
+    batches: records.map((r, i) => r.batch ?? -1 - i),
+    attempts: records.map(r => r.attempts),
+    retry_after_ms: retryAfter.map(ra => (ra && 'delayMs' in ra ? ra.delayMs : null)),
+    retry_at: retryAfter.map(ra => (ra && 'at' in ra ? ra.at : null)),
     retry_after_cap_ms: settings.retryAfterMaxMs,
     ...breakerParams(settings),
     jitter: Math.min(1, Math.max(0, settings.jitter)),
     progress,
-    kinds: arrayLiteral(records.map(r => (r.outcome.ok ? null : failureKind(r.outcome)))),
-    details: arrayLiteral(records.map(r => misconfiguredBy(r.outcome))),
-    split_to: arrayLiteral(records.map(r => r.splitTo ?? null)),
+    kinds: records.map(r => (r.outcome.ok ? null : failureKind(r.outcome))),
+    details: records.map(r => misconfiguredBy(r.outcome)),
+    split_to: records.map(r => r.splitTo ?? null),
   }
 }
 

@@ -1,7 +1,6 @@
-import { arrayLiteral } from './arrays.js'
 import type { Queryable } from './pool.js'
 import { PROCESSING } from './fence.js'
-import { named, type ArrayText } from './sql.js'
+import { named } from './sql.js'
 
 /**
  * A released event goes back to the state it was claimed from (created if never attempted, else
@@ -9,7 +8,7 @@ import { named, type ArrayText } from './sql.js'
  * counts those (lib/db/claim.ts). Fenced by lease as a record is. test/fixtures/sql/release.sql holds
  * it whole, as sent.
  */
-export const RELEASE = named<{ ids: ArrayText; leases: ArrayText; project: string }>()(
+export const RELEASE = named<{ ids: readonly string[]; leases: readonly string[]; project: string }>()(
   ['ids', 'leases', 'project'],
   `UPDATE actions_event e SET visible_at = now(),
     state = CASE WHEN e.num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state
@@ -27,7 +26,7 @@ export async function releaseClaims(db: Queryable, project: string, claims: Read
   if (claims.length === 0) return 0
   const { rowCount } = await db.query(
     RELEASE.text,
-    RELEASE.values({ ids: arrayLiteral(claims.map(c => c.id)), leases: arrayLiteral(claims.map(c => c.lease)), project }),
+    RELEASE.values({ ids: claims.map(c => c.id), leases: claims.map(c => c.lease), project }),
   )
   return rowCount ?? 0
 }

@@ -10,9 +10,6 @@
  * Values are only ever passed as parameters, never spliced into the text.
  */
 
-/** A Postgres array literal built by arrayLiteral (lib/db/arrays.ts), for a `$name::type[]` parameter. */
-export type ArrayText = string
-
 /** A compiled statement: its positional text, its parameters in `$n` order, and the values for one call. */
 export type Statement<P> = {
   readonly text: string
