@@ -16,7 +16,7 @@ const nonNegativeInt = (fallback: number) =>
 
 const url = z.url({ message: 'expected a URL' })
 
-/** Every environment variable the functions read, with its default. README's configuration reference mirrors this. */
+/** Every environment variable the functions read, with its default. docs/configuration.md mirrors this (test/docs/configuration.test.ts checks it). */
 export const configSchema = z.object({
   DATABASE_URL: url,
   /** Name of an SSM SecureString holding DATABASE_URL; read at cold start when DATABASE_URL is unset (deployed stages). */

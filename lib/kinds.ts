@@ -1,7 +1,7 @@
 // Shared by the store (lib/db) and delivery (lib/delivery), like lib/events.ts: neither imports the other.
 import type { FailureKind, Outcome } from './events.js'
 
-// The three kinds of failed attempt (issue 23; README, "Target health"), decided here and nowhere
+// The three kinds of failed attempt (docs/concepts.md, target health), decided here and nowhere
 // else. Upstream retries every failure alike; EventBridge retries only 429 and 5xx. A target that
 // answers 401 or redirects is not down: probing it forever hides the problem, and failing its events
 // one by one would lose them to a configuration mistake, so it waits for an operator.

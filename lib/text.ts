@@ -1,11 +1,11 @@
 // Text that came from a receiver (response bodies, reason phrases, `failures[].error`) is hostile: it
 // may hold NUL, lone surrogates, megabytes, or our own secrets echoed back. Everything that is stored
-// or logged passes through here first (README: The delivery contract).
+// or logged passes through here first (docs/delivery.md).
 
-/** Bytes of a response body kept in an event's log (README: The delivery contract): enough to read an error page's gist. */
+/** Bytes of a response body kept in an event's log (docs/delivery.md): enough to read an error page's gist. */
 export const STORED_RESPONSE_BYTES = 4 * 1024
 
-/** Bytes of an error message kept in an event's log (README: The delivery contract). */
+/** Bytes of an error message kept in an event's log (docs/delivery.md). */
 export const STORED_ERROR_BYTES = 1024
 
 /** Bytes of receiver text a log line may quote: a hint for the operator, never a payload in the log stream. */

@@ -19,13 +19,3 @@ describe('config', () => {
     expect(c.PUSHGATEWAY_URL).toBeUndefined()
   })
 })
-
-describe('the README', () => {
-  it('documents every configuration variable', async () => {
-    const { readFile } = await import('node:fs/promises')
-    const { configSchema } = await import('../lib/config.js')
-    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8')
-    const missing = Object.keys(configSchema.shape).filter(k => !readme.includes('`' + k + '`'))
-    expect(missing).toEqual([])
-  })
-})

@@ -134,7 +134,7 @@ async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<numbe
 }
 
 const modeSchema = z.enum(['merge', 'set', 'append-only-missing']) satisfies z.ZodType<VariablesMode>
-/** Names the templates can substitute (README: The delivery contract); any other name could never be used. */
+/** Names the templates can substitute (docs/delivery.md); any other name could never be used. */
 const VARIABLE_NAME = /^[A-Za-z0-9_]+$/
 
 async function variablesCommand(pool: Ctx['pool'], args: string[], io: Io): Promise<number> {

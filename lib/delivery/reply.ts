@@ -25,7 +25,7 @@ const DECODERS = new Map<string, () => Transform>([
 ])
 
 /**
- * Reads the reply as fetch's `.text()` would (README: The delivery contract): its content codings
+ * Reads the reply as fetch's `.text()` would (docs/delivery.md): its content codings
  * decoded, the read limit counting decoded bytes. It always ends within the delivery's deadline: its
  * abort destroys the undici body, and the pipeline every decoder with it.
  */

@@ -16,7 +16,7 @@ const MAX_RETRY_AFTER_SECONDS = 1e9
 /**
  * Response bytes read at most, counted after content decoding (so a small compressed body cannot
  * expand past it); the rest is discarded unread (a target can answer with anything). A JSON answer
- * longer than this cannot be judged, so it is an invalid response (README: The delivery contract).
+ * longer than this cannot be judged, so it is an invalid response (docs/delivery.md).
  */
 export const MAX_RESPONSE_BYTES = 1024 * 1024
 
@@ -41,7 +41,7 @@ export type HttpResponse = {
 }
 
 /**
- * Interprets a webhook response for a batch with upstream's rules (README: The delivery contract): every event
+ * Interprets a webhook response for a batch with upstream's rules (docs/delivery.md): every event
  * gets an outcome. Receiver text in outcomes is redacted and bounded for storage; warnings name the
  * target and event ids, and quote receiver text only as a short redacted excerpt.
  */

@@ -5,7 +5,7 @@ import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_D
 
 // The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
 // compile time). `.strict()` everywhere: an unknown key is a typo an operator must hear about.
-// Two parses share this shape: the strict one at `schema set` adds the bounds of README's enqueue contract; the
+// Two parses share this shape: the strict one at `schema set` adds the bounds in docs/enqueue.md; the
 // structural one reads stored versions, which may predate a bound (dispatch holds such targets back).
 
 // Values are JSON by the time zod sees them: inspectJson has walked the input first (iteratively).
@@ -25,7 +25,7 @@ const HTTP_AUTHORITY = /^https?:\/\/([^/?#\\]*)/i
 /** A `{{NAME}}` placeholder as substitution matches it (lib/delivery/template.ts); anything else stays text. */
 const PLACEHOLDER = /\{\{[A-Za-z0-9_]+\}\}/
 const PLACEHOLDERS = new RegExp(PLACEHOLDER.source, 'g')
-/** The engine's own variable syntax (README: The delivery contract). */
+/** The engine's own variable syntax (docs/delivery.md). */
 const VARIABLE_REFERENCE = /^\{\{[A-Za-z0-9_]+\}\}$/
 
 const number = z.number({ message: 'expected a number' })
@@ -112,7 +112,7 @@ export class SchemaValidationError extends ValidationError {
 export type SchemaParseOptions = Partial<TargetLimits>
 
 /**
- * Validates an actions schema for storing: upstream's shape plus the bounds in README's enqueue contract, with
+ * Validates an actions schema for storing: upstream's shape plus the bounds in docs/enqueue.md, with
  * `timeoutMs` bounded by `maxTimeoutMs` (config MAX_TARGET_TIMEOUT_MS). Throws
  * {@link SchemaValidationError} listing every problem by path and limit, never quoting a URL or header.
  */

@@ -1,6 +1,6 @@
 import { ValidationError } from '../errors.js'
 
-// The bounds of what a schema and a producer may ask of the engine (README: The enqueue contract). Each is a
+// The bounds of what a schema and a producer may ask of the engine (docs/enqueue.md). Each is a
 // named constant so validation at the edge and the checks at dispatch agree on one number.
 
 /** Largest value a Postgres `int` column or cast takes; larger numbers overflow the record statement. */

@@ -8,7 +8,7 @@ import type { ProjectBacklog } from '../db/backlog.js'
 export const OVERDUE_GRACE_SECONDS = 60
 
 /**
- * The heartbeat of one project (README: Monitoring), in Unix seconds of the database clock:
+ * The heartbeat of one project (docs/operations.md), in Unix seconds of the database clock:
  * - nothing overdue (idle, or due only for less than the grace): the pass time, so an idle project
  *   stays fresh;
  * - otherwise the last time dispatch made progress on it (an outcome recorded), but never earlier
