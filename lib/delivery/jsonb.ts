@@ -2,6 +2,8 @@
 // order JSON.parse keeps them (by length, then bytes), strings escaped as JSON.stringify escapes them.
 // What differs from JSON.stringify of the parsed value is the space after `:` and `,`, and numbers
 // (jsonb keeps `numeric` digits: `1.0`, `1000000000000000000000` where JS writes `1`, `1e+21`).
+// Exists for speed: against JSON.parse + JSON.stringify, 1.6 µs less dispatcher CPU per event in
+// `actions-b50` (of ~18; interleaved A/B on the bundle, issue 24), and 7 against 130 µs for a 40 KB payload.
 
 const QUOTE = 0x22
 const BACKSLASH = 0x5c
@@ -33,20 +35,8 @@ export function compactJsonb(text: string): string | undefined {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
     if (c === QUOTE) {
-      let end = i + 1
-      for (;;) {
-        end = text.indexOf('"', end)
-        if (end < 0) return undefined
-        let k = end - 1
-        while (text.charCodeAt(k) === BACKSLASH) k--
-        // An even run of backslashes before the quote escapes only itself: the string ends here.
-        if ((end - 1 - k) % 2 === 0) break
-        end++
-      }
-      if (text.charCodeAt(end + 1) === COLON) {
-        if (isDigit(text.charCodeAt(i + 1))) return undefined
-        if (depth === 1 && end - i === 5 && text.startsWith('meta', i + 1)) return undefined
-      }
+      const end = stringEnd(text, i)
+      if (end < 0 || !keepsKeyOrder(text, i, end, depth)) return undefined
       i = end
     } else if (c === COLON || c === COMMA) {
       out += text.slice(copied, i + 1)
@@ -58,23 +48,56 @@ export function compactJsonb(text: string): string | undefined {
     } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
       depth--
     } else if (c === MINUS || isDigit(c)) {
-      let end = i + 1
-      let integer = true
-      for (; end < n; end++) {
-        const d = text.charCodeAt(end)
-        if (isDigit(d)) continue
-        // `.`, `e`, `E`, `+`, `-`: the rest of a number's characters.
-        if (d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === MINUS) integer = false
-        else break
-      }
-      if (!integer || end - i > PLAIN_INTEGER_CHARS) {
-        const value = Number(text.slice(i, end))
-        // What JSON.stringify writes for the double JSON.parse reads; numeric beyond its range becomes null.
-        out += text.slice(copied, i) + (Number.isFinite(value) ? String(value) : 'null')
+      const end = numberEnd(text, i)
+      if (end - i > PLAIN_INTEGER_CHARS || !isDigits(text, i + 1, end)) {
+        out += text.slice(copied, i) + jsNumber(text.slice(i, end))
         copied = end
       }
       i = end - 1
     }
   }
   return out + text.slice(copied)
+}
+
+/** The index of the quote closing the string that opens at `start`; -1 when it never closes. */
+function stringEnd(text: string, start: number): number {
+  let end = start + 1
+  for (;;) {
+    end = text.indexOf('"', end)
+    if (end < 0) return -1
+    let k = end - 1
+    while (text.charCodeAt(k) === BACKSLASH) k--
+    // An even run of backslashes before the quote escapes only itself: the string ends here.
+    if ((end - 1 - k) % 2 === 0) return end
+    end++
+  }
+}
+
+/** False for a key the object path would reorder or that would override our `meta`. */
+function keepsKeyOrder(text: string, start: number, end: number, depth: number): boolean {
+  if (text.charCodeAt(end + 1) !== COLON) return true
+  if (isDigit(text.charCodeAt(start + 1))) return false
+  return !(depth === 1 && end - start === 5 && text.startsWith('meta', start + 1))
+}
+
+/** Where the number starting at `start` ends (jsonb writes numbers as JSON does, so no further check). */
+function numberEnd(text: string, start: number): number {
+  let end = start + 1
+  while (end < text.length && isNumberChar(text.charCodeAt(end))) end++
+  return end
+}
+
+// `.`, `e`, `E`, `+`, `-`: a number's characters besides its digits.
+const isNumberChar = (c: number) => isDigit(c) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === MINUS
+
+/** Whether text[from, to) is digits only: with its sign (the first character, skipped) an integer JS writes alike. */
+function isDigits(text: string, from: number, to: number): boolean {
+  for (let k = from; k < to; k++) if (!isDigit(text.charCodeAt(k))) return false
+  return true
+}
+
+/** What JSON.stringify writes for the double JSON.parse reads; numeric beyond its range becomes null. */
+function jsNumber(digits: string): string {
+  const value = Number(digits)
+  return Number.isFinite(value) ? String(value) : 'null'
 }
