@@ -4,7 +4,7 @@ import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { FOREVER, useHarness } from '../helpers/harness.js'
-import { eventIdsOf, json, startReceiver } from '../helpers/receiver.js'
+import { eventIdsOf, json, outage, startReceiver } from '../helpers/receiver.js'
 import { testEnv } from '../helpers/runtime.js'
 
 // Small numbers so the outage fits in seconds: pause after 2 failed batches, probe every 300 ms doubling to 600 ms.
@@ -18,13 +18,8 @@ const sleep = (ms: number) => new Promise(r => setTimeout(r, ms))
 
 describe('the circuit breaker', () => {
   it('pauses a target that answers 503, lets only probes through, and delivers every event once after it recovers, none failed', async () => {
-    let down = true
-    const delivered = new Map<string, number>()
-    env.rx.respond((req, res) => {
-      if (down) { res.statusCode = 503; res.end(); return }
-      for (const id of eventIdsOf(req)) delivered.set(id, (delivered.get(id) ?? 0) + 1)
-      res.end()
-    })
+    const target = outage()
+    env.rx.respond(target.respond)
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url, maxAttempts: 3, initialRepeatIntervalMs: 1, batchSize: 2 } })
     const ids = await enqueueMany(env.deps, env.project, 'to_t', 8)
     const logs = env.captureLogs()
@@ -63,15 +58,15 @@ describe('the circuit breaker', () => {
     }
 
     // Recovery: no operator; the next probe succeeds, the target resumes and its backlog drains.
-    down = false
+    target.recover()
     for (let i = 0; i < 100 && [...(await states(env.deps, env.project)).values()].some(s => s.state !== 'succeed'); i++) {
       await drainProject(env.deps, env.project, FOREVER)
       await sleep(20)
     }
     const after = await states(env.deps, env.project)
     expect([...after.values()].map(s => s.state)).toEqual(ids.map(() => 'succeed'))
-    expect([...delivered.keys()].sort()).toEqual([...ids].sort())
-    expect([...delivered.values()].every(count => count === 1)).toBe(true)
+    expect([...target.delivered.keys()].sort()).toEqual([...ids].sort())
+    expect([...target.delivered.values()].every(count => count === 1)).toBe(true)
     expect(await targetHealth(env.deps.db, env.project, 't')).toMatchObject({ paused_at: null, paused_reason: null, consecutive_failures: 0, failing_since: null })
     expect(logs.records().some(r => r.msg === 'Webhook target resumed: a delivery succeeded, its events drain again' && r.target === 't' && r.project === env.project)).toBe(true)
     logs.restore()

@@ -50,6 +50,24 @@ export function eventIdsOf(req: ReceivedRequest): string[] {
   return ((req.body?.events ?? []) as Array<{ meta: { eventId: string } }>).map(e => e.meta.eventId)
 }
 
+/**
+ * A target in an outage: `respond` answers 503 until `recover()`, then 200, counting every delivery
+ * of each event id (so a test can check that each arrived exactly once after the outage).
+ */
+export function outage(): { respond: Responder; recover(): void; delivered: Map<string, number> } {
+  let down = true
+  const delivered = new Map<string, number>()
+  return {
+    delivered,
+    recover: () => { down = false },
+    respond: (req, res) => {
+      if (down) { res.statusCode = 503; res.end(); return }
+      for (const id of eventIdsOf(req)) delivered.set(id, (delivered.get(id) ?? 0) + 1)
+      res.end()
+    },
+  }
+}
+
 /** Answers with a JSON body. */
 export function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' })

@@ -9,6 +9,7 @@ import { drainProject } from '../../lib/dispatch/drain.js'
 import { sweep } from '../../lib/sweeper/sweep.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { FOREVER, useHarness } from '../helpers/harness.js'
+import { outage } from '../helpers/receiver.js'
 
 // One second.
 const HOURS = 1 / 3600
@@ -16,13 +17,8 @@ const env = useHarness({ config: { DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: 
 
 describe('PAUSED_GIVE_UP_HOURS', () => {
   it('fails the events of a target paused longer, naming the pause, counts them, and a bulk retry after recovery delivers each once', async () => {
-    let down = true
-    const delivered = new Map<string, number>()
-    env.rx.respond((req, res) => {
-      if (down) { res.statusCode = 503; res.end(); return }
-      for (const e of req.body.events as Array<{ meta: { eventId: string } }>) delivered.set(e.meta.eventId, (delivered.get(e.meta.eventId) ?? 0) + 1)
-      res.end()
-    })
+    const target = outage()
+    env.rx.respond(target.respond)
     await schemaFor(env.deps, 'outage', { t: { url: env.rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1 } })
     const ids = await enqueueMany(env.deps, 'outage', 'to_t', 5)
     for (let i = 0; i < 10 && !(await targetHealth(env.deps.db, 'outage', 't'))?.paused_at; i++) await drainProject(env.deps, 'outage', FOREVER)
@@ -44,11 +40,11 @@ describe('PAUSED_GIVE_UP_HOURS', () => {
     expect(await targetHealth(env.deps.db, 'outage', 't')).toMatchObject({ paused_reason: 'failures' })
 
     // Recovery: the target answers again and is resumed; a bulk retry delivers every event once.
-    down = false
+    target.recover()
     await resumeTarget(env.deps.db, 'outage', 't')
     expect(await retryEvents(env.deps.db, { project: 'outage', target: undefined, state: 'failed', since: undefined, until: undefined, limit: 100 })).toBe(5)
     await drainProject(env.deps, 'outage', FOREVER)
-    expect([...delivered.keys()].sort()).toEqual([...ids].sort())
-    expect([...delivered.values()].every(v => v === 1)).toBe(true)
+    expect([...target.delivered.keys()].sort()).toEqual([...ids].sort())
+    expect([...target.delivered.values()].every(v => v === 1)).toBe(true)
   })
 })
