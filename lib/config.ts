@@ -60,7 +60,7 @@ export const configSchema = z.object({
   /**
    * Turns on TLS that verifies the database's certificate (CA and host name, libpq's verify-full) for
    * every client, whatever the URL's sslmode: a PEM file path, or `rds` for the Amazon RDS CA bundle
-   * shipped with the package (lib/db/rds-ca.ts). Needed on Lambda's Node 20+ runtimes, which do not
+   * shipped with the package (vendor/rds-ca-bundle.ts). Needed on Lambda's Node 20+ runtimes, which do not
    * trust Amazon's RDS CAs by default. Empty: unset (the URL's own TLS parameters apply).
    */
   DATABASE_CA: z.string().min(1).optional(),

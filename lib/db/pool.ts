@@ -2,7 +2,7 @@ import { readFileSync, statSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import pg from 'pg'
 import { ConfigError } from '../config.js'
-import { RDS_CA_BUNDLE } from './rds-ca.js'
+import { RDS_CA_BUNDLE } from '../../vendor/rds-ca-bundle.js'
 
 /** The client waits this much longer than the statement timeout, so the server's own error (57014) normally wins. */
 const QUERY_TIMEOUT_MARGIN_MS = 5_000
