@@ -7,7 +7,10 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.m
 // Serializes concurrent migrators (two cold starts, a CLI and a test) on one key.
 const LOCK_KEY = 7_312_024
 
-/** Applies the numbered SQL files not yet recorded, in order, each in its own transaction. Returns the names applied. */
+/**
+ * Applies the numbered SQL files not yet recorded, in order, all in one transaction under an advisory lock (two
+ * migrators never interleave; a failed file leaves nothing of the run applied). Returns the names applied.
+ */
 export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<string[]> {
   const files = (await readdir(dir)).filter(f => /^\d+_.*\.sql$/.test(f)).sort()
   return withTransaction(pool, async client => {
