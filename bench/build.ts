@@ -2,8 +2,8 @@
  * `npm run bench` runs the bench from an esbuild bundle of its TypeScript (this script makes it), not
  * under tsx: the dispatch Lambda runs an esbuild bundle (serverless.yml, `custom.esbuild`), and tsx
  * compiles with `keepNames`, which wraps every function the code creates at run time in a
- * `defineProperty` call (`__name`). Under tsx, batchSize 1 cost the dispatcher ~10% more CPU per event
- * (bench/README.md: "What runs", "Fifth session"). Only our code is bundled, with the deployment's settings
+ * `defineProperty` call (`__name`). Under tsx, `actions-b1` cost the dispatcher ~10% more CPU per event
+ * (bench/profile.ts, 197 against 178 µs). Only our code is bundled, with the deployment's settings
  * (ES module, Node 22, no minifying); packages load from node_modules as they do for every contender.
  * The bench's children (receiver, dispatcher, producer) are entry points too: bench/child.ts forks
  * their bundles when it runs from one. The bundles lie two levels below the root, as lib/db does, so
