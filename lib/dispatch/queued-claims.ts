@@ -15,8 +15,7 @@ const PREFETCH_EVENTS = 256
  * Batches queued per worker at least. A claim refills half the queue, so with large batches this sets
  * the claim's size: at two per worker (claims of about 8 batches of 50) the serial claim was in flight
  * 87% of a batchSize 50 drain and bounded it; at four (claims of about 16) the drain delivered 13–15%
- * more (a bench round on claim size, kept in bench/README.md's history). Small batches are sized by
- * PREFETCH_EVENTS instead.
+ * more (measured in bench/README.md). Small batches are sized by PREFETCH_EVENTS instead.
  */
 const PREFETCH_BATCHES_PER_WORKER = 4
 

@@ -12,7 +12,7 @@ export const UNRECORDABLE = 'Unrecordable response'
  * Outcomes worth one write of their own: fewer wait up to RECORD_LINGER_MS after the first of them
  * arrived (a flush writes at once). Without it, writes ran back to back with whatever had arrived
  * (19 outcomes each at batchSize 1; 7 with four processes on one project), and record statements were
- * nine in ten of the drain's statements, each a commit (bench/README.md, "Record linger").
+ * nine in ten of the drain's statements, each a commit (measured in bench/README.md).
  */
 export const RECORD_MIN_OUTCOMES = 256
 /** The longest an outcome waits for company before it is written; it delays no delivery, only its record. */
@@ -43,7 +43,7 @@ class Recorder {
   // Outcomes that must be written without lingering are pending (a capped target's slot frees only then).
   private urgent = false
   private failure: unknown
-  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (README: Monitoring).
+  // Recorded outcomes are dispatch's progress: the sweeper's heartbeat reads it (docs/operations.md).
   private readonly progress = progressRhythm()
 
   constructor(
