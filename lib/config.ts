@@ -38,6 +38,8 @@ export const configSchema = z.object({
   PUSHGATEWAY_TIMEOUT_MS: positiveInt(2_000),
   /** Grouping-key value for this execution environment's counters; Lambda's log stream name is unique per environment. */
   METRICS_INSTANCE: z.string().min(1).optional(),
+  /** The `stage` dimension of every EMF document (the template sets the deployment stage), so stages can share an account and namespace. */
+  METRICS_STAGE: z.string().min(1).max(255).optional(),
   AWS_LAMBDA_LOG_STREAM_NAME: z.string().optional(),
   METRICS_STALE_GROUP_SECONDS: positiveInt(900),
   CLOUDWATCH_METRICS: bool.default(false),

@@ -73,8 +73,14 @@ export type Datum = { name: string; unit: EmfUnit; dimensions: Record<string, st
  * than a document holds. Each carries the `service` dimension and, besides its own dimension set,
  * the rollup: `service` plus the dimensions a rollup keeps. Each is one log line.
  */
-export function emfDocuments(namespace: string, timestamp: number, data: readonly Datum[], service: string = EMF_SERVICE): Fields[] {
-  const writer = powertoolsWriter(namespace, service)
+export function emfDocuments(
+  namespace: string,
+  timestamp: number,
+  data: readonly Datum[],
+  service: string = EMF_SERVICE,
+  stage?: string,
+): Fields[] {
+  const writer = powertoolsWriter(namespace, service, stage)
   const docs: Fields[] = []
   // Whatever happens, nothing stays stored for the next call (the writer is shared).
   try {
@@ -104,13 +110,18 @@ function groupDocuments(writer: PowertoolsMetrics, { dimensions, metrics }: Grou
 }
 
 // Constructing Powertools' Metrics costs ~0.15 ms (it reads its environment), more than writing a
-// document: one writer per namespace and service, built on first use.
+// document: one writer per namespace, service and stage, built on first use. The stage is a default
+// dimension: Powertools adds it, as it does `service`, to every dimension set, the rollup included.
 const writers = new Map<string, PowertoolsMetrics>()
 
-function powertoolsWriter(namespace: string, service: string): PowertoolsMetrics {
-  const key = JSON.stringify([namespace, service])
+function powertoolsWriter(namespace: string, service: string, stage: string | undefined): PowertoolsMetrics {
+  const key = JSON.stringify([namespace, service, stage ?? null])
   let writer = writers.get(key)
-  if (!writer) writers.set(key, (writer = new PowertoolsMetrics({ namespace, serviceName: service, logger: QUIET })))
+  if (!writer) {
+    const defaultDimensions: Record<string, string> = stage === undefined ? {} : { stage }
+    writer = new PowertoolsMetrics({ namespace, serviceName: service, defaultDimensions, logger: QUIET })
+    writers.set(key, writer)
+  }
   return writer
 }
 
@@ -144,13 +155,13 @@ export type EmfSink = {
  * Writes metrics as EMF lines through the invocation's logger (stdout in Lambda): CloudWatch Logs
  * turns them into metrics, with no API call, no IAM permission and no added latency.
  */
-export function createEmfSink(namespace: string, service: string = EMF_SERVICE): EmfSink {
+export function createEmfSink(namespace: string, service: string = EMF_SERVICE, stage?: string): EmfSink {
   const deltas = counterDeltas()
   let durations = new Map<string, number[]>()
   let buffered = 0
   let dropped = 0
   const write = (data: Datum[], log: Logger) => {
-    for (const doc of emfDocuments(namespace, Date.now(), data, service)) log.emit(doc)
+    for (const doc of emfDocuments(namespace, Date.now(), data, service, stage)) log.emit(doc)
   }
   return {
     tap: metrics => ({

@@ -1,7 +1,7 @@
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Metrics, SweeperGauges } from './registry.js'
-import { createEmfSink } from './emf.js'
+import { createEmfSink, EMF_SERVICE } from './emf.js'
 import { createCounterPusher, pushSweeperGauges } from './push.js'
 
 /** Every enabled metric sink of this environment behind one entry point: the Pushgateway and EMF lines. */
@@ -24,7 +24,7 @@ export type MetricSinks = {
  * CLOUDWATCH_METRICS is on. Returns the metrics to record into (EMF keeps raw durations beside them).
  */
 export function createMetricSinks(config: Config, base: Metrics): { metrics: Metrics; sinks: MetricSinks } {
-  const emf = config.CLOUDWATCH_METRICS ? createEmfSink(config.CLOUDWATCH_NAMESPACE) : undefined
+  const emf = config.CLOUDWATCH_METRICS ? createEmfSink(config.CLOUDWATCH_NAMESPACE, EMF_SERVICE, config.METRICS_STAGE) : undefined
   const metrics = emf ? emf.tap(base) : base
   const pusher = createCounterPusher(config, metrics)
   // At most one background push in flight: against a Pushgateway that hangs, pushes must not pile up.

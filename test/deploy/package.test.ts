@@ -170,6 +170,7 @@ const NOT_PARAMS: Record<string, string> = {
   AWS_LAMBDA_LOG_STREAM_NAME: 'reserved: Lambda sets it',
   DATABASE_URL: 'a secret: held in SSM, named by DATABASE_URL_SSM_PARAMETER',
   SIGNAL_QUEUE_URL: 'the signal queue resource',
+  METRICS_STAGE: 'the deployment stage (${sls:stage}), which the alarms match',
 }
 
 /** Where the template's default deliberately differs from the schema's (the schema's suits local runs and tests). */
@@ -397,7 +398,10 @@ describe('osls package --stage dev', () => {
     ])
     // Every alarm on the engine's namespace reads a metric the EMF writer emits, under the rollup dimensions it writes.
     const written = new Set<string>(EMF_METRICS.map(m => m.name))
-    const rollup = [{ Name: 'service', Value: 'contember-actions' }]
+    const rollup = [
+      { Name: 'service', Value: 'contember-actions' },
+      { Name: 'stage', Value: 'dev' },
+    ]
     const own = alarms.flatMap(a => [
       ...(a.Namespace === 'Contember/Actions' ? [{ MetricName: a.MetricName, Dimensions: a.Dimensions }] : []),
       ...(a.Metrics ?? []).flatMap(m => (m.MetricStat?.Metric.Namespace === 'Contember/Actions' ? [m.MetricStat.Metric] : [])),
@@ -405,7 +409,7 @@ describe('osls package --stage dev', () => {
     expect(own.length).toBeGreaterThanOrEqual(9)
     for (const m of own) {
       expect(written, String(m.MetricName)).toContain(m.MetricName)
-      expect(m.Dimensions?.slice(0, 1), String(m.MetricName)).toEqual(rollup)
+      expect(m.Dimensions?.slice(0, 2), String(m.MetricName)).toEqual(rollup)
     }
     expect(alarms).toContainEqual(expect.objectContaining({ Namespace: 'AWS/SQS', MetricName: 'ApproximateAgeOfOldestMessage', Dimensions: [{ Name: 'QueueName', Value: getAtt('SignalQueue', 'QueueName') }] }))
     expect(alarms).toContainEqual(expect.objectContaining({ Namespace: 'AWS/Lambda', MetricName: 'Throttles', Dimensions: [{ Name: 'FunctionName', Value: ref('DispatchLambdaFunction') }] }))

@@ -111,6 +111,21 @@ describe('the EMF writer', () => {
     ])
   })
 
+  it('adds the stage, when one is set, to every dimension set beside service, so a stage reads only its own series', () => {
+    const out = emfDocuments('Test/NS', 1_700_000_000_000, [
+      { name: 'EventsFailed', unit: 'Count', dimensions: { Project: 'a' }, values: [1] },
+      { name: 'MetricsPushFailed', unit: 'Count', dimensions: {}, values: [2] },
+    ], 'svc', 'prod').map(d => JSON.stringify(d))
+    for (const line of out) expect(emfProblems(line), line).toEqual([])
+    expect(docs(out).map(d => [d.stage, d._aws.CloudWatchMetrics[0]?.Dimensions])).toEqual([
+      ['prod', [['service', 'stage', 'Project'], ['service', 'stage']]],
+      ['prod', [['service', 'stage']]],
+    ])
+    // Without a stage nothing else changes (and a writer made for one stage is not reused for another).
+    const plain = docs(emfDocuments('Test/NS', 1_700_000_000_000, [{ name: 'MetricsPushFailed', unit: 'Count', dimensions: {}, values: [2] }], 'svc').map(d => JSON.stringify(d)))
+    expect(plain.map(d => [d.stage, d._aws.CloudWatchMetrics[0]?.Dimensions])).toEqual([[undefined, [['service']]]])
+  })
+
   it('names every counter and histogram of the registry as documented, so a new one cannot go out unnamed', async () => {
     const documented = new Map<string, string>(EMF_METRICS.map(m => [m.source, m.name]))
     for (const m of await createMetrics().registry.getMetricsAsJSON()) {
