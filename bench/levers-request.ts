@@ -5,7 +5,6 @@
  */
 import './quiet.js'
 import { Agent, Pool, request, type Dispatcher } from 'undici'
-import { endDeadline, startDeadline } from '../lib/delivery/deadlines.js'
 import { dispatchPost } from './bare.js'
 import { now } from './clock.js'
 import { eventJob } from './jobs.js'
@@ -60,26 +59,6 @@ async function main(): Promise<void> {
       const abort = new AbortController()
       const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
       try { await forAwait((await viaAgent(i, abort.signal)).body) } finally { clearTimeout(timer) }
-    }],
-    ['agent.request, deadline wheel (emitter), for-await', async i => {
-      const d = startDeadline(TIMEOUT_MS)
-      try { await forAwait((await viaAgent(i, d.signal)).body) } finally { endDeadline(d) }
-    }],
-    ['agent.request, deadline wheel, on(data) read', async i => {
-      const d = startDeadline(TIMEOUT_MS)
-      try { await onData((await viaAgent(i, d.signal)).body) } finally { endDeadline(d) }
-    }],
-    ['agent.request, deadline wheel, text() (content-length known)', async i => {
-      const d = startDeadline(TIMEOUT_MS)
-      try { await (await viaAgent(i, d.signal)).body.text() } finally { endDeadline(d) }
-    }],
-    ['agent.request, deadline wheel, dump()', async i => {
-      const d = startDeadline(TIMEOUT_MS)
-      try { await (await viaAgent(i, d.signal)).body.dump() } finally { endDeadline(d) }
-    }],
-    ['pool.request, deadline wheel, on(data) read', async i => {
-      const d = startDeadline(TIMEOUT_MS)
-      try { await onData((await pool.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i), signal: d.signal })).body) } finally { endDeadline(d) }
     }],
     ['pool.request + dump, no timer (the ceiling until the fourth session)', async i => {
       await (await pool.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })).body.dump()

@@ -273,6 +273,3 @@ export async function recordMinimal(db: Queryable, r: AttemptRecord, errorMessag
   }))
   return rows
 }
-
-// Until lib/dispatch/claims.ts and bench/profile.ts (other helpers' files) import them from ./release.js.
-export { RELEASE_SQL, releaseClaims } from './release.js'

@@ -98,25 +98,21 @@ function requestBody(target: WebhookTarget, events: unknown): Dict {
 
 // Stands for the events array while a target's template is serialized; random, so no template holds it.
 const EVENTS_MARK = JSON.stringify(`events-${randomUUID()}`)
-/** Per target: the serialized body before and after its events array, or why the template cannot hold one. */
-const templates = new WeakMap<WebhookTarget, { before: string; after: string } | PayloadPathError>()
-
+/**
+ * The serialized body before and after a target's events array, or why the template cannot hold one.
+ * Worked out per call: a cache per target measured no cheaper (`actions-b1`/`actions-b50`, Node 22).
+ */
 function templateOf(target: WebhookTarget): { before: string; after: string } | PayloadPathError | undefined {
-  let parts = templates.get(target)
-  if (!parts) {
-    try {
-      const json = JSON.stringify(requestBody(target, JSON.parse(EVENTS_MARK)))
-      const at = json.indexOf(EVENTS_MARK)
-      // A template already holding the mark (it cannot, short of a UUID collision) is built the long way.
-      if (at !== json.lastIndexOf(EVENTS_MARK)) return undefined
-      parts = { before: json.slice(0, at), after: json.slice(at + EVENTS_MARK.length) }
-    } catch (e) {
-      if (!(e instanceof PayloadPathError)) throw e
-      parts = e
-    }
-    templates.set(target, parts)
+  try {
+    const json = JSON.stringify(requestBody(target, JSON.parse(EVENTS_MARK)))
+    const at = json.indexOf(EVENTS_MARK)
+    // A template already holding the mark (it cannot, short of a UUID collision) is built the long way.
+    if (at !== json.lastIndexOf(EVENTS_MARK)) return undefined
+    return { before: json.slice(0, at), after: json.slice(at + EVENTS_MARK.length) }
+  } catch (e) {
+    if (!(e instanceof PayloadPathError)) throw e
+    return e
   }
-  return parts
 }
 
 /**

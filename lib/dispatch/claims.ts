@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import type { ClaimedBatch, ClaimResult } from '../db/claim.js'
-import { releaseClaims } from '../db/record.js'
+import { releaseClaims } from '../db/release.js'
 import { ByteBudget } from './byte-budget.js'
 import { judgeClaim, planClaim, type AfterClaim, type ClaimBook, type ClaimPlan } from './claim-plan.js'
 import { claimOffered } from './claim-statements.js'

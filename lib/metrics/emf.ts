@@ -5,7 +5,7 @@ import { PROJECT_LABEL, type Metrics, type SweeperGauges } from './registry.js'
 
 /**
  * What this engine writes as CloudWatch Embedded Metric Format lines (when `CLOUDWATCH_METRICS` is
- * on), so the README table and the tests hold the writer to one list.
+ * on), so docs/operations.md's table and the tests hold the writer to one list.
  *
  * - `delta`: what a Prometheus counter of this execution environment gained during the invocation;
  *   CloudWatch adds the lines up, so use `Sum` per period for rates.
