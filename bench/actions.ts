@@ -21,7 +21,8 @@ export type OrderVariant = 'entity' | 'none' | 'keys10'
 export const ORDER_VARIANTS: readonly OrderVariant[] = ['entity', 'none', 'keys10']
 
 /** The projects the bench stores schemas for: one webhook target each, at the given batch size and ordering. */
-export const project = (batchSize: number, variant: OrderVariant = 'entity') => `bench_b${batchSize}${variant === 'entity' ? '' : `_${variant}`}`
+export const project = (batchSize: number, variant: OrderVariant = 'entity') =>
+  `bench_b${batchSize}${variant === 'entity' ? '' : `_${variant}`}`
 export const BATCH_SIZES = [1, 50] as const
 
 const TRIGGER = 'article_created'
@@ -66,8 +67,20 @@ export type ActionsBench = {
 }
 
 /** Actions over a fresh, migrated database, with its signals going to `signalQueueUrl`. */
-export async function setupActions(url: string, receiverUrl: string, sqs: SQSClient, signalQueueUrl: string, ctx: TimedContext): Promise<ActionsBench> {
-  const config = loadConfig({ DATABASE_URL: url, SIGNAL_QUEUE_URL: signalQueueUrl, DISPATCH_CONCURRENCY: '8', LOG_LEVEL: 'error', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' })
+export async function setupActions(
+  url: string,
+  receiverUrl: string,
+  sqs: SQSClient,
+  signalQueueUrl: string,
+  ctx: TimedContext,
+): Promise<ActionsBench> {
+  const config = loadConfig({
+    DATABASE_URL: url,
+    SIGNAL_QUEUE_URL: signalQueueUrl,
+    DISPATCH_CONCURRENCY: '8',
+    LOG_LEVEL: 'error',
+    WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+  })
   const deps = createDeps(config, { sqs })
   await migrate(deps.db)
   const statements = countStatements(deps.db)
@@ -75,7 +88,9 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
   const storeProject = async (projectName: string, batchSize: number, unordered = false) => {
     await storeSchema(deps.db, projectName, {
       targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl, batchSize, ...(unordered ? { ordering: 'none' } : {}) } },
-      triggers: { [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false } },
+      triggers: {
+        [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false },
+      },
     })
   }
   for (const batchSize of BATCH_SIZES) {
@@ -88,28 +103,45 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
     },
     triggers: {
       [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false },
-      [CAPPED_TRIGGER]: { type: 'basic', name: CAPPED_TRIGGER, target: 'capped', entity: 'Article', create: true, delete: false, update: false },
+      [CAPPED_TRIGGER]: {
+        type: 'basic',
+        name: CAPPED_TRIGGER,
+        target: 'capped',
+        entity: 'Article',
+        create: true,
+        delete: false,
+        update: false,
+      },
     },
   })
   await storeSchema(deps.db, FANOUT_PROJECT, {
     targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl } },
-    triggers: Object.fromEntries(Array.from({ length: FANOUT_TRIGGERS }, (_, i) => {
-      const name = fanOutTrigger(i)
-      return [name, { type: 'basic', name, target: 'hook', entity: `Entity${i}`, create: true, delete: false, update: ['title'] }]
-    })),
+    triggers: Object.fromEntries(
+      Array.from({ length: FANOUT_TRIGGERS }, (_, i) => {
+        const name = fanOutTrigger(i)
+        return [name, { type: 'basic', name, target: 'hook', entity: `Entity${i}`, create: true, delete: false, update: ['title'] }]
+      }),
+    ),
   })
 
-  const truncate = async () => { await check.query('TRUNCATE actions_event') }
+  const truncate = async () => {
+    await check.query('TRUNCATE actions_event')
+  }
   const seedHistory = async (projectName: string, n: number) => {
     await check.query(
       `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, last_state_change)
        SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, 'hook', $2, jsonb_build_object('operation', 'create', 'entity', 'Article', 'id', i),
               'succeed', now(), now()
-       FROM generate_series(1, $3::int) AS i`, [projectName, TRIGGER, n])
+       FROM generate_series(1, $3::int) AS i`,
+      [projectName, TRIGGER, n],
+    )
     await check.query('VACUUM ANALYZE actions_event')
   }
   const countByState = async (projectName: string, state: string) => {
-    const { rows } = await check.query<{ n: number }>('SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = $2', [projectName, state])
+    const { rows } = await check.query<{ n: number }>('SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = $2', [
+      projectName,
+      state,
+    ])
     return rows[0]?.n ?? 0
   }
   const prepare = async (projectName: string, n: number, perKey = 1) => {
@@ -117,36 +149,54 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
     const keys = Math.max(1, Math.ceil(n / perKey))
     for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
       const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
-      await enqueue(deps, request(projectName, Array.from({ length: size }, (_, j) => articlePayload((i + j) % keys))))
+      await enqueue(
+        deps,
+        request(
+          projectName,
+          Array.from({ length: size }, (_, j) => articlePayload((i + j) % keys)),
+        ),
+      )
     }
     // Every contender's table is analyzed after its bulk load, as autovacuum would soon do in production.
     await check.query('VACUUM ANALYZE actions_event')
   }
 
   return {
-    deps, config, statements, storeProject, truncate, seedHistory, countByState, prepare,
+    deps,
+    config,
+    statements,
+    storeProject,
+    truncate,
+    seedHistory,
+    countByState,
+    prepare,
     deliver: async (batchSize, n, variant = 'entity') => {
       const name = project(batchSize, variant)
       await truncate()
       await prepare(name, n, variant === 'keys10' ? 10 : 1)
-      return timedDelivery(ctx, n, async () => {
-        // The real dispatch path, without the Lambda clock: drain until nothing is due. With several
-        // events per entity a drain may end while the last of them wait for their predecessors' records.
-        const drainAll = async () => {
-          for (let i = 0; i < 1_000; i++) {
-            await drainProject(deps, name, { remainingMs: () => Infinity })
-            if (variant !== 'keys10' || (await countByState(name, 'succeed')) === n) return
+      return timedDelivery(
+        ctx,
+        n,
+        async () => {
+          // The real dispatch path, without the Lambda clock: drain until nothing is due. With several
+          // events per entity a drain may end while the last of them wait for their predecessors' records.
+          const drainAll = async () => {
+            for (let i = 0; i < 1_000; i++) {
+              await drainProject(deps, name, { remainingMs: () => Infinity })
+              if (variant !== 'keys10' || (await countByState(name, 'succeed')) === n) return
+            }
           }
-        }
-        const drain = drainAll()
-        return {
-          finished: drain,
-          stop: async () => {
-            await drain
-            return (await countByState(name, 'succeed')) === n
-          },
-        }
-      }, statements)
+          const drain = drainAll()
+          return {
+            finished: drain,
+            stop: async () => {
+              await drain
+              return (await countByState(name, 'succeed')) === n
+            },
+          }
+        },
+        statements,
+      )
     },
     deliverCappedPair: async n => {
       await truncate()
@@ -154,15 +204,30 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
       for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
         const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
         await enqueue(deps, {
-          project: CAPPED_PROJECT, transactionId: randomUUID(),
-          events: Array.from({ length: size }, (_, j) => ({ trigger: i + j < half ? CAPPED_TRIGGER : TRIGGER, payload: articlePayload(i + j) })),
+          project: CAPPED_PROJECT,
+          transactionId: randomUUID(),
+          events: Array.from({ length: size }, (_, j) => ({
+            trigger: i + j < half ? CAPPED_TRIGGER : TRIGGER,
+            payload: articlePayload(i + j),
+          })),
         })
       }
       await check.query('VACUUM ANALYZE actions_event')
-      return timedDelivery(ctx, n, async () => {
-        const drain = drainProject(deps, CAPPED_PROJECT, { remainingMs: () => Infinity })
-        return { finished: drain, stop: async () => { await drain; return (await countByState(CAPPED_PROJECT, 'succeed')) === n } }
-      }, statements)
+      return timedDelivery(
+        ctx,
+        n,
+        async () => {
+          const drain = drainProject(deps, CAPPED_PROJECT, { remainingMs: () => Infinity })
+          return {
+            finished: drain,
+            stop: async () => {
+              await drain
+              return (await countByState(CAPPED_PROJECT, 'succeed')) === n
+            },
+          }
+        },
+        statements,
+      )
     },
     enqueueThroughput: async (n, perRequest, concurrency, events = 'named') => {
       await truncate()
@@ -170,7 +235,12 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
       // Requests are built beforehand: producing the input is the caller's work, not enqueue's.
       const requests = Array.from({ length: Math.ceil(n / perRequest) }, (_, r) => {
         const ids = Array.from({ length: Math.min(perRequest, n - r * perRequest) }, (_, j) => r * perRequest + j)
-        return events === 'named' ? request(projectName, ids.map(i => articlePayload(i))) : mutationRequest(ids)
+        return events === 'named'
+          ? request(
+              projectName,
+              ids.map(i => articlePayload(i)),
+            )
+          : mutationRequest(ids)
       })
       statements.reset()
       const cpuStart = await ctx.cpu.start()
@@ -178,9 +248,11 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
       let next = 0
       let note: string | undefined
       try {
-        await Promise.all(Array.from({ length: concurrency }, async () => {
-          for (let r = next++; r < requests.length; r = next++) await enqueue(deps, requests[r])
-        }))
+        await Promise.all(
+          Array.from({ length: concurrency }, async () => {
+            for (let r = next++; r < requests.length; r = next++) await enqueue(deps, requests[r])
+          }),
+        )
       } catch (error) {
         note = `error: ${error instanceof Error ? error.message : String(error)}`
       }
@@ -188,7 +260,16 @@ export async function setupActions(url: string, receiverUrl: string, sqs: SQSCli
       const cpu = await ctx.cpu.stop(cpuStart)
       const statementsPerEvent = statements.count() / n
       const written = await countByState(projectName, 'created')
-      return { events: n, seconds, delivered: written, duplicates: 0, allDelivered: written === n && !note, statementsPerEvent, cpu, ...(note ? { note } : {}) }
+      return {
+        events: n,
+        seconds,
+        delivered: written,
+        duplicates: 0,
+        allDelivered: written === n && !note,
+        statementsPerEvent,
+        cpu,
+        ...(note ? { note } : {}),
+      }
     },
     close: async () => {
       await check.end()
@@ -202,8 +283,11 @@ const fanOutTrigger = (i: number) => `entity_${String(i).padStart(4, '0')}_chang
 /** Mutations without trigger names, as a content API that knows none sends them; mutation i fires the trigger of Entity<i mod 1,000>. */
 function mutationRequest(ids: number[]): EnqueueRequest {
   return {
-    project: FANOUT_PROJECT, transactionId: randomUUID(),
-    events: ids.map(i => ({ payload: { operation: 'create', entity: `Entity${i % FANOUT_TRIGGERS}`, id: i, values: { title: `Article ${i}` } } })),
+    project: FANOUT_PROJECT,
+    transactionId: randomUUID(),
+    events: ids.map(i => ({
+      payload: { operation: 'create', entity: `Entity${i % FANOUT_TRIGGERS}`, id: i, values: { title: `Article ${i}` } },
+    })),
   }
 }
 

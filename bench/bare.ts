@@ -22,17 +22,32 @@ export function setupBareClient(receiverUrl: string, ctx: TimedContext) {
   const url = new URL(receiverUrl)
   const pool = new Pool(url.origin, { connections: CONNECTIONS, pipelining: 1, keepAliveTimeout: 30_000 })
   return {
-    deliver: (n: number): Promise<RunResult> => timedDelivery(ctx, n, async () => {
-      let next = 0
-      let failed = 0
-      const finished = Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-        for (let i = next++; i < n; i = next++) {
-          const status = await dispatchPost(pool, { origin: url.origin, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ events: [eventJob(i)] }) })
-          if (status < 200 || status >= 300) failed++
+    deliver: (n: number): Promise<RunResult> =>
+      timedDelivery(ctx, n, async () => {
+        let next = 0
+        let failed = 0
+        const finished = Promise.all(
+          Array.from({ length: CONNECTIONS }, async () => {
+            for (let i = next++; i < n; i = next++) {
+              const status = await dispatchPost(pool, {
+                origin: url.origin,
+                path: url.pathname,
+                method: 'POST',
+                headers: { 'content-type': 'application/json' },
+                body: JSON.stringify({ events: [eventJob(i)] }),
+              })
+              if (status < 200 || status >= 300) failed++
+            }
+          }),
+        )
+        return {
+          finished,
+          stop: async () => {
+            await finished
+            return failed === 0
+          },
         }
-      }))
-      return { finished, stop: async () => { await finished; return failed === 0 } }
-    }),
+      }),
     close: () => pool.close(),
   }
 }
@@ -44,9 +59,15 @@ export function dispatchPost(pool: Pool, options: Dispatcher.DispatchOptions): P
     pool.dispatch(options, {
       // Its presence marks the handler as undici 7's (controller) API; nothing to do at the start.
       onRequestStart() {},
-      onResponseStart(_controller, statusCode) { status = statusCode },
-      onResponseEnd() { resolve(status) },
-      onResponseError(_controller, error) { reject(error) },
+      onResponseStart(_controller, statusCode) {
+        status = statusCode
+      },
+      onResponseEnd() {
+        resolve(status)
+      },
+      onResponseError(_controller, error) {
+        reject(error)
+      },
     })
   })
 }

@@ -35,7 +35,10 @@ const BUNDLED = import.meta.url.endsWith('.mjs')
  * `label` names the child in errors.
  */
 export function forkChild<Request extends { type: string; id: number }, Reply extends Message>(
-  script: URL, env: Record<string, string>, label: string, onNotice: (m: Reply) => boolean = () => false,
+  script: URL,
+  env: Record<string, string>,
+  label: string,
+  onNotice: (m: Reply) => boolean = () => false,
 ): Child<Request, Reply> {
   const child = fork(fileURLToPath(BUNDLED ? new URL(script.href.replace(/\.ts$/, '.mjs')) : script), [], {
     execArgv: BUNDLED ? ['--enable-source-maps'] : ['--import', import.meta.resolve('tsx')],
@@ -45,7 +48,12 @@ export function forkChild<Request extends { type: string; id: number }, Reply ex
   let lastId = 0
   let exited = false
   const replies = new Map<number, (m: Reply) => void>()
-  const gone = new Promise<void>(resolve => child.once('exit', () => { exited = true; resolve() }))
+  const gone = new Promise<void>(resolve =>
+    child.once('exit', () => {
+      exited = true
+      resolve()
+    }),
+  )
   child.on('message', (m: Reply) => {
     if (onNotice(m) || m.id === undefined) return
     replies.get(m.id)?.(m)
@@ -53,31 +61,44 @@ export function forkChild<Request extends { type: string; id: number }, Reply ex
   })
   return {
     process: child,
-    ask: (request, timeoutMs = REPLY_TIMEOUT_MS, id = ++lastId) => withTimeout(new Promise<Reply>(resolve => {
-      replies.set(id, resolve)
-      child.send({ ...request, id })
-    }), timeoutMs, `${label} did not answer "${request.type}"`).finally(() => replies.delete(id)),
+    ask: (request, timeoutMs = REPLY_TIMEOUT_MS, id = ++lastId) =>
+      withTimeout(
+        new Promise<Reply>(resolve => {
+          replies.set(id, resolve)
+          child.send({ ...request, id })
+        }),
+        timeoutMs,
+        `${label} did not answer "${request.type}"`,
+      ).finally(() => replies.delete(id)),
     nextId: () => ++lastId,
     first: async (pick, what, timeoutMs = START_TIMEOUT_MS) => {
       try {
-        return await withTimeout(new Promise((resolve, reject) => {
-          child.on('message', (m: Reply) => {
-            const picked = pick(m)
-            if (picked !== undefined) resolve(picked)
-          })
-          child.once('exit', code => reject(new Error(`${label} exited with code ${code} before ${what}`)))
-        }), timeoutMs, `${label} did not ${what}`)
+        return await withTimeout(
+          new Promise((resolve, reject) => {
+            child.on('message', (m: Reply) => {
+              const picked = pick(m)
+              if (picked !== undefined) resolve(picked)
+            })
+            child.once('exit', code => reject(new Error(`${label} exited with code ${code} before ${what}`)))
+          }),
+          timeoutMs,
+          `${label} did not ${what}`,
+        )
       } catch (error) {
         if (!exited) child.kill('SIGKILL')
         throw error
       }
     },
     // A failed send means the child is gone; whoever waits for it has its own bound.
-    post: message => { if (!exited) child.send(message, () => {}) },
+    post: message => {
+      if (!exited) child.send(message, () => {})
+    },
     stop: async () => {
       if (exited) return
       child.disconnect()
-      await withTimeout(gone, 5_000, `${label} did not exit`).catch(() => { child.kill('SIGKILL') })
+      await withTimeout(gone, 5_000, `${label} did not exit`).catch(() => {
+        child.kill('SIGKILL')
+      })
     },
   }
 }

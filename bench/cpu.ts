@@ -10,7 +10,14 @@ import type pg from 'pg'
  */
 export type CpuShare = { bench: number; receiver: number; producer: number; postgres: number; machine: number; postgresMs: number }
 
-type Snapshot = { at: number; benchMicros: number; receiverMicros: number; producerMicros: number; pgTicks: Map<number, number>; machineBusy: number }
+type Snapshot = {
+  at: number
+  benchMicros: number
+  receiverMicros: number
+  producerMicros: number
+  pgTicks: Map<number, number>
+  machineBusy: number
+}
 
 /** CPU time so far of the bench's other processes, microseconds: the dispatch children (billed to the bench) and the producer. */
 export type OtherProcesses = { childMicros?: () => Promise<number>; producerMicros?: () => Promise<number> }
@@ -29,8 +36,21 @@ export function createCpuMeter(admin: pg.Client, database: string, receiverMicro
   const { childMicros = none, producerMicros = none } = others
   const snapshot = async (): Promise<Snapshot> => {
     const usage = process.cpuUsage()
-    const [receiver, children, producer, pgTicks, machineBusy] = await Promise.all([receiverMicros(), childMicros(), producerMicros(), postgresTicks(), machineBusyTicks()])
-    return { at: performance.now(), benchMicros: usage.user + usage.system + children, receiverMicros: receiver, producerMicros: producer, pgTicks, machineBusy }
+    const [receiver, children, producer, pgTicks, machineBusy] = await Promise.all([
+      receiverMicros(),
+      childMicros(),
+      producerMicros(),
+      postgresTicks(),
+      machineBusyTicks(),
+    ])
+    return {
+      at: performance.now(),
+      benchMicros: usage.user + usage.system + children,
+      receiverMicros: receiver,
+      producerMicros: producer,
+      pgTicks,
+      machineBusy,
+    }
   }
   return {
     start: snapshot,
@@ -38,8 +58,9 @@ export function createCpuMeter(admin: pg.Client, database: string, receiverMicro
       const end = await snapshot()
       const ms = end.at - start.at
       // Backends of other databases (say, a test run sharing the server) are someone else's load.
-      const { rows } = await admin.query<{ pid: number }>(
-        `SELECT pid FROM pg_stat_activity WHERE datname = $1 OR datname IS NULL`, [database])
+      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = $1 OR datname IS NULL`, [
+        database,
+      ])
       const ours = new Set(rows.map(r => r.pid))
       let pgTicksUsed = 0
       for (const [pid, ticks] of end.pgTicks) if (ours.has(pid)) pgTicksUsed += ticks - (start.pgTicks.get(pid) ?? 0)
@@ -67,20 +88,22 @@ async function postgresTicks(): Promise<Map<number, number>> {
   } catch {
     return out
   }
-  await Promise.all(pids.map(async pid => {
-    try {
-      const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
-      // Field 2 is "(comm)" and may hold spaces; everything after its closing parenthesis is space-separated.
-      const open = stat.indexOf('(')
-      const close = stat.lastIndexOf(')')
-      if (stat.slice(open + 1, close) !== 'postgres') return
-      const fields = stat.slice(close + 2).split(' ')
-      // After the comm: state is fields[0], so utime (field 14) is [11] and stime (field 15) is [12].
-      out.set(Number(pid), Number(fields[11]) + Number(fields[12]))
-    } catch {
-      // The process ended between readdir and readFile.
-    }
-  }))
+  await Promise.all(
+    pids.map(async pid => {
+      try {
+        const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
+        // Field 2 is "(comm)" and may hold spaces; everything after its closing parenthesis is space-separated.
+        const open = stat.indexOf('(')
+        const close = stat.lastIndexOf(')')
+        if (stat.slice(open + 1, close) !== 'postgres') return
+        const fields = stat.slice(close + 2).split(' ')
+        // After the comm: state is fields[0], so utime (field 14) is [11] and stime (field 15) is [12].
+        out.set(Number(pid), Number(fields[11]) + Number(fields[12]))
+      } catch {
+        // The process ended between readdir and readFile.
+      }
+    }),
+  )
   return out
 }
 

@@ -27,14 +27,34 @@ function main(send: (m: FromDispatcher) => void): void {
   let statements: ReturnType<typeof countStatements> | undefined
   process.on('message', (m: ToDispatcher) => {
     if (m.type === 'init') {
-      const sqs = new SQSClient({ endpoint: m.sqsEndpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
-      deps = createDeps(loadConfig({ DATABASE_URL: m.databaseUrl, SIGNAL_QUEUE_URL: m.queueUrl, DISPATCH_CONCURRENCY: '8', LOG_LEVEL: 'error', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' }), { sqs })
+      const sqs = new SQSClient({
+        endpoint: m.sqsEndpoint,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      })
+      deps = createDeps(
+        loadConfig({
+          DATABASE_URL: m.databaseUrl,
+          SIGNAL_QUEUE_URL: m.queueUrl,
+          DISPATCH_CONCURRENCY: '8',
+          LOG_LEVEL: 'error',
+          WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+        }),
+        { sqs },
+      )
       statements = countStatements(deps.db)
       send({ type: 'ready', id: m.id })
     } else if (m.type === 'drain') {
       void drainAll(m.projects).then(
         succeeded => send({ type: 'drained', id: m.id, succeeded, statements: statements?.count() ?? 0 }),
-        (error: unknown) => send({ type: 'drained', id: m.id, succeeded: 0, statements: statements?.count() ?? 0, error: error instanceof Error ? error.message : String(error) }),
+        (error: unknown) =>
+          send({
+            type: 'drained',
+            id: m.id,
+            succeeded: 0,
+            statements: statements?.count() ?? 0,
+            error: error instanceof Error ? error.message : String(error),
+          }),
       )
     } else {
       const usage = process.cpuUsage()
@@ -51,18 +71,25 @@ function main(send: (m: FromDispatcher) => void): void {
     const todo = [...projects]
     let succeeded = 0
     const parallel = Math.max(1, Math.floor(d.config.DB_POOL_MAX / 3))
-    await Promise.all(Array.from({ length: Math.min(parallel, todo.length) }, async () => {
-      for (let p = todo.shift(); p !== undefined; p = todo.shift()) {
-        succeeded += (await drainProject(d, p, { remainingMs: () => Infinity })).succeeded
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: Math.min(parallel, todo.length) }, async () => {
+        for (let p = todo.shift(); p !== undefined; p = todo.shift()) {
+          succeeded += (await drainProject(d, p, { remainingMs: () => Infinity })).succeeded
+        }
+      }),
+    )
     return succeeded
   }
 
   // The parent going away (even killed) closes the IPC channel; the dispatcher must not outlive it.
-  process.on('disconnect', () => { void (deps ? closeDeps(deps) : Promise.resolve()).finally(() => process.exit(0)) })
+  process.on('disconnect', () => {
+    void (deps ? closeDeps(deps) : Promise.resolve()).finally(() => process.exit(0))
+  })
 }
 
 // Only the forked child serves: tsx itself may give the parent an IPC channel too.
 const ipcSend = process.send?.bind(process)
-if (process.env.BENCH_DISPATCHER === '1' && ipcSend) main(m => { ipcSend(m) })
+if (process.env.BENCH_DISPATCHER === '1' && ipcSend)
+  main(m => {
+    ipcSend(m)
+  })

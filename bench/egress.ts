@@ -23,13 +23,19 @@ type Decide = (address: string) => boolean
 const KINDS: ReadonlyArray<[string, readonly string[]]> = [
   ['IPv4', ['93.184.216.34', '8.8.8.8', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '127.0.0.1', '10.1.2.3']],
   ['IPv6', ['2606:4700:4700::1111', '2a00:1450:4001:82a::200e', 'fd12:3456::1', 'fe80::1', '::1', '2001:db8::1', 'ff02::1', 'fd00::5']],
-  ['IPv4-mapped IPv6', ['::ffff:93.184.216.34', '::ffff:8.8.8.8', '::ffff:127.0.0.1', '::ffff:a9fe:a9fe', '::ffff:10.0.0.1', '::ffff:10.1.2.3']],
+  [
+    'IPv4-mapped IPv6',
+    ['::ffff:93.184.216.34', '::ffff:8.8.8.8', '::ffff:127.0.0.1', '::ffff:a9fe:a9fe', '::ffff:10.0.0.1', '::ffff:10.1.2.3'],
+  ],
   ['NAT64 / 6to4', ['64:ff9b::808:808', '64:ff9b::a9fe:a9fe', '2002:808:808::1', '2002:a00:1::1']],
 ]
 /** The default (nothing opened) and a deployment that opens a private range of each family. */
 const LISTS = ['', '10.1.0.0/16 fd00::/8']
 
-type HandWritten = { isAllowedAddress: (address: string, allowed: readonly unknown[]) => boolean; parseNetworks: (list: string) => { networks: unknown[] } }
+type HandWritten = {
+  isAllowedAddress: (address: string, allowed: readonly unknown[]) => boolean
+  parseNetworks: (list: string) => { networks: unknown[] }
+}
 
 /** Imports the hand-written guard from git, beside the repository's node_modules so its imports resolve. */
 async function handWritten(): Promise<HandWritten> {
@@ -39,7 +45,8 @@ async function handWritten(): Promise<HandWritten> {
   mkdirSync(dir, { recursive: true })
   writeFileSync(`${dir}/egress-handwritten.ts`, source)
   const mod: Partial<HandWritten> = await import(pathToFileURL(`${dir}/egress-handwritten.ts`).href)
-  if (typeof mod.isAllowedAddress !== 'function' || typeof mod.parseNetworks !== 'function') throw new Error(`${HANDWRITTEN_REV} has no hand-written guard`)
+  if (typeof mod.isAllowedAddress !== 'function' || typeof mod.parseNetworks !== 'function')
+    throw new Error(`${HANDWRITTEN_REV} has no hand-written guard`)
   return { isAllowedAddress: mod.isAllowedAddress, parseNetworks: mod.parseNetworks }
 }
 
@@ -76,10 +83,22 @@ async function main(): Promise<void> {
       const [a, b] = variants.map(([name]) => summary(rates.get(name) ?? []))
       if (!a || !b) continue
       const spread = (s: { min: number; max: number; median: number }) => `${dec(((s.max - s.min) / s.median) * 100, 0)}%`
-      rows.push([list || '(none)', kind, int(a.median), spread(a), dec(1e6 / a.median, 2), int(b.median), spread(b), dec(1e6 / b.median, 2), `${dec(a.median / b.median, 2)}x`])
+      rows.push([
+        list || '(none)',
+        kind,
+        int(a.median),
+        spread(a),
+        dec(1e6 / a.median, 2),
+        int(b.median),
+        spread(b),
+        dec(1e6 / b.median, 2),
+        `${dec(a.median / b.median, 2)}x`,
+      ])
     }
   }
-  console.log(`${n.toLocaleString('en-US')} decisions per measurement, ${ROUNDS} interleaved rounds (median; spread = (max - min) / median), Node ${process.version}`)
+  console.log(
+    `${n.toLocaleString('en-US')} decisions per measurement, ${ROUNDS} interleaved rounds (median; spread = (max - min) / median), Node ${process.version}`,
+  )
   console.log(table(['allowed', 'addresses', 'hand-written/s', 'spread', 'µs', 'BlockList/s', 'spread', 'µs', 'hand/BlockList'], rows))
 }
 

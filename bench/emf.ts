@@ -30,7 +30,12 @@ const WORKLOADS: Array<{ name: string; data: Datum[] }> = [
       { name: 'EventsSucceeded', unit: 'Count', dimensions: { Project: 'p' }, values: [190] },
       { name: 'DeliveryAttemptsFailed', unit: 'Count', dimensions: { Project: 'p' }, values: [10] },
       { name: 'EventsFailed', unit: 'Count', dimensions: { Project: 'p' }, values: [1] },
-      { name: 'DeliveryDuration', unit: 'Seconds', dimensions: { Project: 'p' }, values: Array.from({ length: 200 }, (_, i) => 0.01 + i / 1000) },
+      {
+        name: 'DeliveryDuration',
+        unit: 'Seconds',
+        dimensions: { Project: 'p' },
+        values: Array.from({ length: 200 }, (_, i) => 0.01 + i / 1000),
+      },
     ],
   },
   { name: 'sweeper: 50 projects x 5 gauges', data: Array.from({ length: 50 }, (_, p) => gauges(p)).flat() },
@@ -54,9 +59,14 @@ function handWritten(namespace: string, timestamp: number, data: readonly Datum[
     const sets = own.length === 0 ? [rollup] : [['service', ...own], rollup]
     const longest = Math.max(...[...metrics.values()].map(m => m.values.length))
     for (let from = 0; from < longest; from += EMF_MAX_VALUES) {
-      const part = [...metrics].map(([name, m]) => ({ name, unit: m.unit, values: m.values.slice(from, from + EMF_MAX_VALUES) })).filter(m => m.values.length > 0)
+      const part = [...metrics]
+        .map(([name, m]) => ({ name, unit: m.unit, values: m.values.slice(from, from + EMF_MAX_VALUES) }))
+        .filter(m => m.values.length > 0)
       docs.push({
-        _aws: { Timestamp: timestamp, CloudWatchMetrics: [{ Namespace: namespace, Dimensions: sets, Metrics: part.map(m => ({ Name: m.name, Unit: m.unit })) }] },
+        _aws: {
+          Timestamp: timestamp,
+          CloudWatchMetrics: [{ Namespace: namespace, Dimensions: sets, Metrics: part.map(m => ({ Name: m.name, Unit: m.unit })) }],
+        },
         service,
         ...dimensions,
         ...Object.fromEntries(part.map(m => [m.name, m.values.length === 1 ? m.values[0] : m.values])),
@@ -93,7 +103,16 @@ for (const w of WORKLOADS) {
   }
   const ours = summary(runs['hand-written']).median
   const theirs = summary(runs.Powertools).median
-  rows.push([w.name, String(writers['hand-written'](w.data).length), String(writers.Powertools(w.data).length), ours.toFixed(1), theirs.toFixed(1), `${(theirs / ours).toFixed(2)}x`])
+  rows.push([
+    w.name,
+    String(writers['hand-written'](w.data).length),
+    String(writers.Powertools(w.data).length),
+    ours.toFixed(1),
+    theirs.toFixed(1),
+    `${(theirs / ours).toFixed(2)}x`,
+  ])
 }
 console.log(`EMF documents of one invocation, median of ${rounds} interleaved rounds x ${iterations} (Node ${process.versions.node})`)
-console.log(table(['workload', 'docs hand-written', 'docs Powertools', 'hand-written µs', 'Powertools µs', 'Powertools / hand-written'], rows))
+console.log(
+  table(['workload', 'docs hand-written', 'docs Powertools', 'hand-written µs', 'Powertools µs', 'Powertools / hand-written'], rows),
+)

@@ -26,12 +26,29 @@ export function startEventSource(opts: EventSourceOptions, invoke: (event: SQSEv
   // The poller's client gathers like the event source: its receives wait out the batching window.
   withBatchingWindow(sqs, opts.source.batchSize, opts.source.batchingWindowMs)
   let problems = 0
-  const quietLog: Logger = { debug: () => {}, info: () => {}, warn: () => { problems++ }, error: () => { problems++ }, emit: () => {}, child: () => quietLog }
+  const quietLog: Logger = {
+    debug: () => {},
+    info: () => {},
+    warn: () => {
+      problems++
+    },
+    error: () => {
+      problems++
+    },
+    emit: () => {},
+    child: () => quietLog,
+  }
   const poller = startPoller({
-    sqs, queueUrl: opts.queueUrl, queueArn: opts.queueArn,
-    batchSize: opts.source.batchSize, concurrency: opts.source.maximumConcurrency, timeoutMs: opts.source.timeoutMs,
+    sqs,
+    queueUrl: opts.queueUrl,
+    queueArn: opts.queueArn,
+    batchSize: opts.source.batchSize,
+    concurrency: opts.source.maximumConcurrency,
+    timeoutMs: opts.source.timeoutMs,
     // The handler's context is built where the handler runs, so its remaining time starts there.
-    invoke: event => invoke(event), context: () => lambdaContext('bench-dispatch', opts.source.timeoutMs), log: quietLog,
+    invoke: event => invoke(event),
+    context: () => lambdaContext('bench-dispatch', opts.source.timeoutMs),
+    log: quietLog,
   })
   return {
     stop: async () => {
@@ -49,18 +66,21 @@ export function startEventSource(opts: EventSourceOptions, invoke: (event: SQSEv
  */
 export function withBatchingWindow(sqs: SQSClient, batchSize: number, windowMs: number): void {
   if (windowMs <= 0) return
-  sqs.middlewareStack.add((next, context) => async args => {
-    const first = await next(args)
-    const input = args.input
-    if (context.commandName !== 'ReceiveMessageCommand' || !('MaxNumberOfMessages' in input)) return first
-    const messages: Message[] = 'Messages' in first.output ? [...(first.output.Messages ?? [])] : []
-    if (messages.length === 0) return first
-    const windowEnd = Date.now() + windowMs
-    while (messages.length < batchSize && Date.now() < windowEnd) {
-      await new Promise(resolve => setTimeout(resolve, Math.min(WINDOW_POLL_MS, windowEnd - Date.now())))
-      const more = await next({ ...args, input: { ...input, MaxNumberOfMessages: batchSize - messages.length, WaitTimeSeconds: 0 } })
-      if ('Messages' in more.output) messages.push(...(more.output.Messages ?? []))
-    }
-    return { ...first, output: { ...first.output, Messages: messages } }
-  }, { step: 'initialize', name: 'benchBatchingWindow' })
+  sqs.middlewareStack.add(
+    (next, context) => async args => {
+      const first = await next(args)
+      const input = args.input
+      if (context.commandName !== 'ReceiveMessageCommand' || !('MaxNumberOfMessages' in input)) return first
+      const messages: Message[] = 'Messages' in first.output ? [...(first.output.Messages ?? [])] : []
+      if (messages.length === 0) return first
+      const windowEnd = Date.now() + windowMs
+      while (messages.length < batchSize && Date.now() < windowEnd) {
+        await new Promise(resolve => setTimeout(resolve, Math.min(WINDOW_POLL_MS, windowEnd - Date.now())))
+        const more = await next({ ...args, input: { ...input, MaxNumberOfMessages: batchSize - messages.length, WaitTimeSeconds: 0 } })
+        if ('Messages' in more.output) messages.push(...(more.output.Messages ?? []))
+      }
+      return { ...first, output: { ...first.output, Messages: messages } }
+    },
+    { step: 'initialize', name: 'benchBatchingWindow' },
+  )
 }

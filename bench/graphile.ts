@@ -37,50 +37,66 @@ export async function setupGraphile(url: string, receiverUrl: string, ctx: Timed
   // Our pool, handed to graphile-worker, so its statements can be counted like Actions' are.
   const pool = createPool(url, POOL_SIZE)
   // graphile-worker insists that every client has an error handler (it warns otherwise); createPool only guards the pool.
-  pool.on('connect', client => { client.on('error', () => {}) })
+  pool.on('connect', client => {
+    client.on('error', () => {})
+  })
   const statements = countStatements(pool)
   const check = new pg.Pool({ connectionString: url, max: 1 })
   const utils = await makeWorkerUtils({ pgPool: pool, logger: silent })
   await utils.migrate()
   const poster = createPoster(receiverUrl)
-  const remaining = async () => (await check.query<{ n: number }>('SELECT count(*)::int AS n FROM graphile_worker._private_jobs')).rows[0]?.n ?? -1
+  const remaining = async () =>
+    (await check.query<{ n: number }>('SELECT count(*)::int AS n FROM graphile_worker._private_jobs')).rows[0]?.n ?? -1
 
   return {
     deliver: async (mode, n) => {
       await check.query('TRUNCATE graphile_worker._private_jobs')
       for (let i = 0; i < n; i += ADD_JOBS_CHUNK) {
-        await utils.addJobs(Array.from({ length: Math.min(ADD_JOBS_CHUNK, n - i) }, (_, j) => ({ identifier: 'deliver', payload: eventJob(i + j) })))
+        await utils.addJobs(
+          Array.from({ length: Math.min(ADD_JOBS_CHUNK, n - i) }, (_, j) => ({ identifier: 'deliver', payload: eventJob(i + j) })),
+        )
       }
       await check.query('VACUUM ANALYZE graphile_worker._private_jobs')
-      return timedDelivery(ctx, n, async () => {
-        const options: RunnerOptions = {
-          pgPool: pool,
-          concurrency: CONCURRENCY,
-          logger: silent,
-          noHandleSignals: true,
-          // No crontab: otherwise it looks for a ./crontab file.
-          crontab: '',
-          taskList: { deliver: async payload => { await poster.post([payload]) } },
-          ...(mode.localQueueSize ? {
-            preset: {
-              worker: {
-                localQueue: { size: mode.localQueueSize },
-                completeJobBatchDelay: mode.batchDelayMs ?? -1,
-                failJobBatchDelay: mode.batchDelayMs ?? -1,
+      return timedDelivery(
+        ctx,
+        n,
+        async () => {
+          const options: RunnerOptions = {
+            pgPool: pool,
+            concurrency: CONCURRENCY,
+            logger: silent,
+            noHandleSignals: true,
+            // No crontab: otherwise it looks for a ./crontab file.
+            crontab: '',
+            taskList: {
+              deliver: async payload => {
+                await poster.post([payload])
               },
             },
-          } : {}),
-        }
-        const runner = await run(options)
-        return {
-          stop: async () => {
-            // Done means the queue agrees: every job completed (deleted), not just POSTed.
-            const done = await pollUntil(async () => (await remaining()) === 0, COMPLETION_TIMEOUT_MS)
-            await runner.stop()
-            return done
-          },
-        }
-      }, statements)
+            ...(mode.localQueueSize
+              ? {
+                  preset: {
+                    worker: {
+                      localQueue: { size: mode.localQueueSize },
+                      completeJobBatchDelay: mode.batchDelayMs ?? -1,
+                      failJobBatchDelay: mode.batchDelayMs ?? -1,
+                    },
+                  },
+                }
+              : {}),
+          }
+          const runner = await run(options)
+          return {
+            stop: async () => {
+              // Done means the queue agrees: every job completed (deleted), not just POSTed.
+              const done = await pollUntil(async () => (await remaining()) === 0, COMPLETION_TIMEOUT_MS)
+              await runner.stop()
+              return done
+            },
+          }
+        },
+        statements,
+      )
     },
     close: async () => {
       await utils.release()

@@ -25,7 +25,12 @@ export function eventJob(i: number) {
 
 /** A `create` payload, as a content API fires it; `t` (epoch ms) lets the receiver measure latency. */
 export function articlePayload(i: number, t?: number) {
-  return { operation: 'create' as const, entity: 'Article', id: i, values: t === undefined ? { title: `Article ${i}` } : { title: `Article ${i}`, t } }
+  return {
+    operation: 'create' as const,
+    entity: 'Article',
+    id: i,
+    values: t === undefined ? { title: `Article ${i}` } : { title: `Article ${i}`, t },
+  }
 }
 
 /**

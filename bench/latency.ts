@@ -47,7 +47,12 @@ let queues = 0
  * carries its enqueue time in `values.t`; the receiver subtracts it from the arrival time (both on
  * bench/clock.ts's epoch clock).
  */
-export async function measureLatency(actions: ActionsBench, producer: ProducerProcess, ctx: TimedContext, opts: LatencyOptions): Promise<LatencyResult> {
+export async function measureLatency(
+  actions: ActionsBench,
+  producer: ProducerProcess,
+  ctx: TimedContext,
+  opts: LatencyOptions,
+): Promise<LatencyResult> {
   await actions.truncate()
   await actions.seedHistory(project(1), HISTORY_EVENTS)
   const name = `bench-latency-${++queues}`
@@ -77,7 +82,10 @@ export async function measureLatency(actions: ActionsBench, producer: ProducerPr
   const warmRequests = Math.max(1, Math.round((opts.rate * WARMUP_SECONDS) / opts.perRequest))
   try {
     await ctx.receiver.reset(warmRequests * opts.perRequest)
-    await producer.load({ queueUrl, project: project(1), requests: warmRequests, perRequest: opts.perRequest, intervalMs }, WARMUP_SECONDS * 1000 + ctx.deadlineMs)
+    await producer.load(
+      { queueUrl, project: project(1), requests: warmRequests, perRequest: opts.perRequest, intervalMs },
+      WARMUP_SECONDS * 1000 + ctx.deadlineMs,
+    )
     await ctx.receiver.whenComplete(ctx.deadlineMs)
   } catch (error) {
     note = `warm-up: ${error instanceof Error ? error.message : String(error)}`
@@ -92,7 +100,10 @@ export async function measureLatency(actions: ActionsBench, producer: ProducerPr
   let end: number
   try {
     // The load itself takes `seconds`; what is still in flight after it is bounded like a delivery run.
-    load = await producer.load({ queueUrl, project: project(1), requests, perRequest: opts.perRequest, intervalMs }, opts.seconds * 1000 + ctx.deadlineMs)
+    load = await producer.load(
+      { queueUrl, project: project(1), requests, perRequest: opts.perRequest, intervalMs },
+      opts.seconds * 1000 + ctx.deadlineMs,
+    )
     end = await ctx.receiver.whenComplete(ctx.deadlineMs)
   } catch (error) {
     end = now()
@@ -101,15 +112,19 @@ export async function measureLatency(actions: ActionsBench, producer: ProducerPr
   const cpu = await ctx.cpu.stop(cpuStart)
   const statements = actions.statements.count()
   // The poller's warnings (a failed receive, a failed invocation) are counted into the run's note.
-  const pollerProblems = await poller.stop().then(r => r.problems, (error: unknown) => {
-    note = [note, `the poller did not stop: ${error instanceof Error ? error.message : String(error)}`].filter(Boolean).join('; ')
-    return 0
-  })
+  const pollerProblems = await poller.stop().then(
+    r => r.problems,
+    (error: unknown) => {
+      note = [note, `the poller did not stop: ${error instanceof Error ? error.message : String(error)}`].filter(Boolean).join('; ')
+      return 0
+    },
+  )
   signalClient.destroy()
   const counts = await ctx.receiver.counts({ latencies: true })
   const latencies = (counts.latencies ?? []).sort((a, b) => a - b)
   const enqueueErrors = load?.enqueueErrors ?? 0
-  if (enqueueErrors || pollerProblems) note = [note, `${enqueueErrors} enqueue errors, ${pollerProblems} poller warnings`].filter(Boolean).join('; ')
+  if (enqueueErrors || pollerProblems)
+    note = [note, `${enqueueErrors} enqueue errors, ${pollerProblems} poller warnings`].filter(Boolean).join('; ')
   return {
     events,
     seconds: (end - (load?.t0 ?? started)) / 1000,

@@ -31,7 +31,11 @@ function onData(body: Body): Promise<string> {
     let size = 0
     body.on('data', (c: Buffer) => {
       size += c.length
-      if (size > LIMIT) { body.destroy(); resolve(''); return }
+      if (size > LIMIT) {
+        body.destroy()
+        resolve('')
+        return
+      }
       chunks.push(c)
     })
     body.on('end', () => resolve(chunks.length === 0 ? '' : Buffer.concat(chunks).toString('utf8')))
@@ -50,22 +54,42 @@ async function main(): Promise<void> {
   const viaAgent = (i: number, signal: Dispatcher.RequestOptions['signal']) =>
     agent.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i), signal })
   const variants: Array<[string, Send]> = [
-    ['today: request(url) via Agent, AbortController + setTimeout, for-await', async i => {
-      const abort = new AbortController()
-      const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
-      try { await forAwait((await request(url, { method: 'POST', headers, body: body(i), dispatcher: agent, signal: abort.signal })).body) } finally { clearTimeout(timer) }
-    }],
-    ['agent.request({origin,path}), AbortController + setTimeout, for-await', async i => {
-      const abort = new AbortController()
-      const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
-      try { await forAwait((await viaAgent(i, abort.signal)).body) } finally { clearTimeout(timer) }
-    }],
-    ['pool.request + dump, no timer (the ceiling until the fourth session)', async i => {
-      await (await pool.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })).body.dump()
-    }],
-    ['ceiling: pool.dispatch, answer discarded, no timer (bench/bare.ts)', async i => {
-      await dispatchPost(pool, { origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })
-    }],
+    [
+      'today: request(url) via Agent, AbortController + setTimeout, for-await',
+      async i => {
+        const abort = new AbortController()
+        const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
+        try {
+          await forAwait((await request(url, { method: 'POST', headers, body: body(i), dispatcher: agent, signal: abort.signal })).body)
+        } finally {
+          clearTimeout(timer)
+        }
+      },
+    ],
+    [
+      'agent.request({origin,path}), AbortController + setTimeout, for-await',
+      async i => {
+        const abort = new AbortController()
+        const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
+        try {
+          await forAwait((await viaAgent(i, abort.signal)).body)
+        } finally {
+          clearTimeout(timer)
+        }
+      },
+    ],
+    [
+      'pool.request + dump, no timer (the ceiling until the fourth session)',
+      async i => {
+        await (await pool.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })).body.dump()
+      },
+    ],
+    [
+      'ceiling: pool.dispatch, answer discarded, no timer (bench/bare.ts)',
+      async i => {
+        await dispatchPost(pool, { origin: url.origin, path: url.pathname, method: 'POST', headers, body: body(i) })
+      },
+    ],
   ]
   try {
     for (const [, send] of variants) await run(send, Math.min(1_000, n), receiver)
@@ -77,7 +101,9 @@ async function main(): Promise<void> {
       const rs = results[i] ?? []
       const cpu = rs.map(r => r.cpuMicrosPerRequest).sort((a, b) => a - b)
       const rate = Math.max(...rs.map(r => n / r.seconds))
-      console.log(`${label.padEnd(72)} ${String(Math.round(rate)).padStart(7)} POST/s (best)  ${(cpu[0] ?? 0).toFixed(1).padStart(6)} µs CPU/req (least)  ${(cpu[Math.floor(cpu.length / 2)] ?? 0).toFixed(1).padStart(6)} (median)`)
+      console.log(
+        `${label.padEnd(72)} ${String(Math.round(rate)).padStart(7)} POST/s (best)  ${(cpu[0] ?? 0).toFixed(1).padStart(6)} µs CPU/req (least)  ${(cpu[Math.floor(cpu.length / 2)] ?? 0).toFixed(1).padStart(6)} (median)`,
+      )
     }
   } finally {
     await Promise.all([pool.close(), agent.close()])
@@ -90,10 +116,20 @@ async function run(send: Send, count: number, receiver: Awaited<ReturnType<typeo
   const c0 = process.cpuUsage()
   const t0 = now()
   let next = 0
-  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => { for (let i = next++; i < count; i = next++) await send(i) }))
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      for (let i = next++; i < count; i = next++) await send(i)
+    }),
+  )
   const seconds = (now() - t0) / 1000
   const c = process.cpuUsage(c0)
   return { seconds, cpuMicrosPerRequest: (c.user + c.system) / count }
 }
 
-main().then(() => process.exit(0), e => { console.error(e); process.exit(1) })
+main().then(
+  () => process.exit(0),
+  e => {
+    console.error(e)
+    process.exit(1)
+  },
+)

@@ -27,31 +27,72 @@ async function main(): Promise<void> {
   // A stored event as Postgres hands it over today (jsonb parsed into an object) and as text.
   const storedText = JSON.stringify(eventJob(0))
   const post = (p: Pool, body: string, signal?: AbortSignal) =>
-    p.request({ origin: url.origin, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body, ...(signal ? { signal } : {}) })
+    p.request({
+      origin: url.origin,
+      path: url.pathname,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+      ...(signal ? { signal } : {}),
+    })
   const variants: Array<[string, Send]> = [
-    ['ceiling: Pool.request + dump', async i => { await (await post(pool, JSON.stringify({ events: [eventJob(i)] }))).body.dump() }],
-    ['+ AbortController and setTimeout per request', async i => {
-      const abort = new AbortController()
-      const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
-      try { await (await post(pool, JSON.stringify({ events: [eventJob(i)] }), abort.signal)).body.dump() } finally { clearTimeout(timer) }
-    }],
-    ['+ request(url) through an Agent, body read by for-await (webhook.ts today)', async i => {
-      const abort = new AbortController()
-      const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
-      try {
-        const r = await request(receiver.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ events: [eventJob(i)] }), dispatcher: agent, signal: abort.signal })
-        const chunks: Buffer[] = []
-        for await (const c of r.body) chunks.push(Buffer.from(c))
-        Buffer.concat(chunks).toString('utf8')
-      } finally { clearTimeout(timer) }
-    }],
-    ['ceiling, payload parsed from text then re-serialized', async () => {
-      await (await post(pool, JSON.stringify({ events: [JSON.parse(storedText)] }))).body.dump()
-    }],
-    ['ceiling, stored text spliced into the body', async () => {
-      await (await post(pool, `{"events":[${storedText}]}`)).body.dump()
-    }],
-    ['ceiling, undici pipelining 4 over 2 connections', async i => { await (await post(piped, JSON.stringify({ events: [eventJob(i)] }))).body.dump() }],
+    [
+      'ceiling: Pool.request + dump',
+      async i => {
+        await (await post(pool, JSON.stringify({ events: [eventJob(i)] }))).body.dump()
+      },
+    ],
+    [
+      '+ AbortController and setTimeout per request',
+      async i => {
+        const abort = new AbortController()
+        const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
+        try {
+          await (await post(pool, JSON.stringify({ events: [eventJob(i)] }), abort.signal)).body.dump()
+        } finally {
+          clearTimeout(timer)
+        }
+      },
+    ],
+    [
+      '+ request(url) through an Agent, body read by for-await (webhook.ts today)',
+      async i => {
+        const abort = new AbortController()
+        const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
+        try {
+          const r = await request(receiver.url, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ events: [eventJob(i)] }),
+            dispatcher: agent,
+            signal: abort.signal,
+          })
+          const chunks: Buffer[] = []
+          for await (const c of r.body) chunks.push(Buffer.from(c))
+          Buffer.concat(chunks).toString('utf8')
+        } finally {
+          clearTimeout(timer)
+        }
+      },
+    ],
+    [
+      'ceiling, payload parsed from text then re-serialized',
+      async () => {
+        await (await post(pool, JSON.stringify({ events: [JSON.parse(storedText)] }))).body.dump()
+      },
+    ],
+    [
+      'ceiling, stored text spliced into the body',
+      async () => {
+        await (await post(pool, `{"events":[${storedText}]}`)).body.dump()
+      },
+    ],
+    [
+      'ceiling, undici pipelining 4 over 2 connections',
+      async i => {
+        await (await post(piped, JSON.stringify({ events: [eventJob(i)] }))).body.dump()
+      },
+    ],
   ]
   try {
     for (const [, send] of variants) await run(send, Math.min(1_000, n), receiver)
@@ -64,7 +105,11 @@ async function main(): Promise<void> {
       const rs = results[i] ?? []
       const best = (f: (r: Awaited<ReturnType<typeof run>>) => number) => Math.min(...rs.map(f))
       const rate = Math.max(...rs.map(r => n / r.seconds))
-      console.log(`${label.padEnd(78)} ${String(Math.round(rate)).padStart(7)} POST/s (best)  ${best(r => r.cpuMicrosPerRequest).toFixed(1).padStart(6)} µs CPU/request (client, least)  receiver ${best(r => r.receiverMicrosPerRequest).toFixed(1)} µs`)
+      console.log(
+        `${label.padEnd(78)} ${String(Math.round(rate)).padStart(7)} POST/s (best)  ${best(r => r.cpuMicrosPerRequest)
+          .toFixed(1)
+          .padStart(6)} µs CPU/request (client, least)  receiver ${best(r => r.receiverMicrosPerRequest).toFixed(1)} µs`,
+      )
     }
   } finally {
     await Promise.all([pool.close(), piped.close(), agent.close()])
@@ -78,11 +123,21 @@ async function run(send: Send, count: number, receiver: Awaited<ReturnType<typeo
   const c0 = process.cpuUsage()
   const t0 = now()
   let next = 0
-  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => { for (let i = next++; i < count; i = next++) await send(i) }))
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      for (let i = next++; i < count; i = next++) await send(i)
+    }),
+  )
   const seconds = (now() - t0) / 1000
   const c = process.cpuUsage(c0)
   const r1 = (await receiver.counts()).cpuMicros
   return { seconds, cpuMicrosPerRequest: (c.user + c.system) / count, receiverMicrosPerRequest: (r1 - r0) / count }
 }
 
-main().then(() => process.exit(0), e => { console.error(e); process.exit(1) })
+main().then(
+  () => process.exit(0),
+  e => {
+    console.error(e)
+    process.exit(1)
+  },
+)

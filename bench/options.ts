@@ -34,7 +34,13 @@ export function benchOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   try {
     parsed = parseArgs({
       args: argv,
-      options: { quick: { type: 'boolean' }, n: { type: 'string' }, rounds: { type: 'string' }, only: { type: 'string' }, help: { type: 'boolean' } },
+      options: {
+        quick: { type: 'boolean' },
+        n: { type: 'string' },
+        rounds: { type: 'string' },
+        only: { type: 'string' },
+        help: { type: 'boolean' },
+      },
       strict: true,
       allowPositionals: false,
     }).values
@@ -62,7 +68,16 @@ export function benchOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     scaleProjects: list('BENCH_SCALE_PROJECTS', env.BENCH_SCALE_PROJECTS, [1, 4]),
     scaleBatch: positive('BENCH_SCALE_BATCH', env.BENCH_SCALE_BATCH, 1),
     ...(env.BENCH_BATCH_WINDOW_MS ? { batchWindowMs: nonNegative('BENCH_BATCH_WINDOW_MS', env.BENCH_BATCH_WINDOW_MS) } : {}),
-    ...(only ? { only: new Set(only.split(',').map(s => s.trim()).filter(Boolean)) } : {}),
+    ...(only
+      ? {
+          only: new Set(
+            only
+              .split(',')
+              .map(s => s.trim())
+              .filter(Boolean),
+          ),
+        }
+      : {}),
   }
 }
 

@@ -33,7 +33,12 @@ export async function setupPgBoss(url: string, receiverUrl: string, ctx: TimedCo
   let statements = 0
   // Our pool behind pg-boss's `db` hook, so every statement it sends is counted.
   const boss = new PgBoss({
-    db: { executeSql: (text, values) => { statements++; return pool.query(text, values) } },
+    db: {
+      executeSql: (text, values) => {
+        statements++
+        return pool.query(text, values)
+      },
+    },
     // The background maintenance and cron loops would only add noise to a throughput run.
     supervise: false,
     schedule: false,
@@ -53,23 +58,38 @@ export async function setupPgBoss(url: string, receiverUrl: string, ctx: TimedCo
         await boss.insert(Array.from({ length: Math.min(INSERT_CHUNK, n - i) }, (_, j) => ({ name: queue, data: eventJob(i + j) })))
       }
       await check.query('VACUUM ANALYZE pgboss.job')
-      const completed = async () => (await check.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'`, [queue])).rows[0]?.n ?? -1
-      return timedDelivery(ctx, n, async () => {
-        for (let w = 0; w < mode.workers; w++) {
-          await boss.work<Record<string, unknown>>(queue, { batchSize: mode.batchSize, pollingIntervalSeconds: POLL_SECONDS }, async jobs => {
-            // One POST per job, as the others do; a failure fails the batch, which pg-boss retries.
-            for (const job of jobs) await poster.post([job.data])
-          })
-        }
-        return {
-          stop: async () => {
-            const done = await pollUntil(async () => (await completed()) === n, COMPLETION_TIMEOUT_MS)
-            await boss.offWork(queue)
-            return done
+      const completed = async () =>
+        (await check.query<{ n: number }>(`SELECT count(*)::int AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'`, [queue]))
+          .rows[0]?.n ?? -1
+      return timedDelivery(
+        ctx,
+        n,
+        async () => {
+          for (let w = 0; w < mode.workers; w++) {
+            await boss.work<Record<string, unknown>>(
+              queue,
+              { batchSize: mode.batchSize, pollingIntervalSeconds: POLL_SECONDS },
+              async jobs => {
+                // One POST per job, as the others do; a failure fails the batch, which pg-boss retries.
+                for (const job of jobs) await poster.post([job.data])
+              },
+            )
+          }
+          return {
+            stop: async () => {
+              const done = await pollUntil(async () => (await completed()) === n, COMPLETION_TIMEOUT_MS)
+              await boss.offWork(queue)
+              return done
+            },
+          }
+        },
+        {
+          reset: () => {
+            statements = 0
           },
-        }
-      }, { reset: () => { statements = 0 }, count: () => statements })
+          count: () => statements,
+        },
+      )
     },
     close: async () => {
       await boss.stop({ graceful: false, close: false, timeout: 5_000 })

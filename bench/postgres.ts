@@ -39,7 +39,9 @@ export async function startPostgres(): Promise<BenchPostgres> {
   const version = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? 'unknown'
   const created: string[] = []
   return {
-    adminUrl, version, source,
+    adminUrl,
+    version,
+    source,
     freshDatabase: async name => {
       // A crashed earlier run may have left it behind; every run starts from an empty database.
       await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
@@ -54,7 +56,6 @@ export async function startPostgres(): Promise<BenchPostgres> {
     },
   }
 }
-
 
 async function answers(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 })

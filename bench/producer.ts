@@ -70,10 +70,14 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
   /** One invocation of the handler in the parent; rejects (a failed invocation, to the poller) on its error or past its bound. */
   const invoke = async (poller: number, event: SQSEvent, timeoutMs: number): Promise<unknown> => {
     const id = ++nextInvoke
-    const reply = await withTimeout(new Promise<InvokeReply>(resolve => {
-      invocations.set(id, resolve)
-      send({ type: 'invoke', id, poller, event })
-    }), timeoutMs + INVOKE_MARGIN_MS, 'the dispatch handler did not answer').finally(() => invocations.delete(id))
+    const reply = await withTimeout(
+      new Promise<InvokeReply>(resolve => {
+        invocations.set(id, resolve)
+        send({ type: 'invoke', id, poller, event })
+      }),
+      timeoutMs + INVOKE_MARGIN_MS,
+      'the dispatch handler did not answer',
+    ).finally(() => invocations.delete(id))
     if (reply.type === 'invokeFailed') throw new Error(`the dispatch handler failed: ${reply.error}`)
     return reply.result
   }
@@ -82,7 +86,12 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
     switch (m.type) {
       case 'init': {
         // The queue URL is a placeholder: each load sends its signals to the queue of its run.
-        const config = loadConfig({ DATABASE_URL: m.databaseUrl, SIGNAL_QUEUE_URL: `${endpoint}/000000000000/unused`, LOG_LEVEL: 'error', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' })
+        const config = loadConfig({
+          DATABASE_URL: m.databaseUrl,
+          SIGNAL_QUEUE_URL: `${endpoint}/000000000000/unused`,
+          LOG_LEVEL: 'error',
+          WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+        })
         // Bounded like the enqueue Lambda's client (lib/deps.ts), pointed at this process's emulator.
         sqs = createSqsClient(config, { endpoint, credentials: CREDENTIALS })
         deps = createDeps(config, { sqs })
@@ -104,7 +113,12 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
       }
       case 'poll': {
         const poller = m.id
-        pollers.set(poller, startEventSource({ endpoint, queueUrl: m.queueUrl, queueArn: m.queueArn, source: m.source }, event => invoke(poller, event, m.source.timeoutMs)))
+        pollers.set(
+          poller,
+          startEventSource({ endpoint, queueUrl: m.queueUrl, queueArn: m.queueArn, source: m.source }, event =>
+            invoke(poller, event, m.source.timeoutMs),
+          ),
+        )
         return { type: 'polling', id: m.id }
       }
       case 'unpoll': {
@@ -123,11 +137,15 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
       invocations.get(m.id)?.(m)
       return
     }
-    void handle(m).then(send, (error: unknown) => send({ type: 'failed', id: m.id, error: error instanceof Error ? error.message : String(error) }))
+    void handle(m).then(send, (error: unknown) =>
+      send({ type: 'failed', id: m.id, error: error instanceof Error ? error.message : String(error) }),
+    )
   })
   // The parent going away (even killed) closes the IPC channel; the producer must not outlive it.
   process.on('disconnect', () => {
-    void Promise.allSettled([...[...pollers.values()].map(p => p.stop()), deps ? closeDeps(deps) : undefined, fauxqs.stop()]).finally(() => process.exit(0))
+    void Promise.allSettled([...[...pollers.values()].map(p => p.stop()), deps ? closeDeps(deps) : undefined, fauxqs.stop()]).finally(() =>
+      process.exit(0),
+    )
   })
   send({ type: 'listening', port: fauxqs.port })
 }
@@ -146,7 +164,9 @@ async function pacedLoad(deps: Deps, opts: { project: string; requests: number; 
     if (wait > 0) await new Promise(resolve => setTimeout(resolve, wait))
     const t = now()
     const payloads = Array.from({ length: opts.perRequest }, (_, j) => articlePayload(r * opts.perRequest + j, t))
-    const p = enqueue(deps, request(opts.project, payloads)).catch(() => { enqueueErrors++ })
+    const p = enqueue(deps, request(opts.project, payloads)).catch(() => {
+      enqueueErrors++
+    })
     pending.add(p)
     void p.finally(() => pending.delete(p))
   }
@@ -164,7 +184,9 @@ async function warmPool(deps: Deps, size: number): Promise<void> {
 // Only the forked child serves: tsx itself may give the parent an IPC channel too.
 const ipcSend = process.send?.bind(process)
 if (process.env.BENCH_PRODUCER === '1' && ipcSend) {
-  main(m => { ipcSend(m) }).catch((error: unknown) => {
+  main(m => {
+    ipcSend(m)
+  }).catch((error: unknown) => {
     process.stderr.write(`bench producer failed to start: ${error instanceof Error ? error.message : String(error)}\n`)
     process.exit(1)
   })

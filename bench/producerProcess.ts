@@ -13,13 +13,19 @@ export type ProducerProcess = {
   init(databaseUrl: string): Promise<void>
   createQueue(name: string): Promise<string>
   /** Sends `requests` enqueue requests of `perRequest` events, one every `intervalMs` from the start, signalling `queueUrl`; rejects after `timeoutMs`. */
-  load(opts: { queueUrl: string; project: string; requests: number; perRequest: number; intervalMs: number }, timeoutMs: number): Promise<Load>
+  load(
+    opts: { queueUrl: string; project: string; requests: number; perRequest: number; intervalMs: number },
+    timeoutMs: number,
+  ): Promise<Load>
   /**
    * Starts the event source (bench/eventSource.ts) on `queueUrl` in the producer. Each batch it
    * receives comes here to `invoke`, and what that resolves with (or its error, as a failed
    * invocation) goes back to the poller, which settles the batch by it.
    */
-  startPoller(opts: { queueUrl: string; queueArn: string; source: EventSource }, invoke: (event: SQSEvent) => Promise<unknown>): Promise<Poller>
+  startPoller(
+    opts: { queueUrl: string; queueArn: string; source: EventSource },
+    invoke: (event: SQSEvent) => Promise<unknown>,
+  ): Promise<Poller>
   /** This process's CPU time so far, microseconds (the emulator's, the load's and the event source's together). */
   cpuMicros(): Promise<number>
   stop(): Promise<void>
@@ -38,21 +44,31 @@ export async function startProducerProcess(): Promise<ProducerProcess> {
   const invokers = new Map<number, (event: SQSEvent) => Promise<unknown>>()
   // The producer's wait for the answer is bounded (bench/producer.ts).
   const answer = (reply: InvokeReply) => child.post(reply)
-  const child = forkChild<ProducerRequest, FromProducer>(new URL('./producer.ts', import.meta.url), { BENCH_PRODUCER: '1' }, 'the producer', m => {
-    if (m.type !== 'invoke') return false
-    const invoke = invokers.get(m.poller)
-    if (!invoke) answer({ type: 'invokeFailed', id: m.id, error: `no poller ${m.poller} here` })
-    else {
-      void invoke(m.event).then(
-        result => answer({ type: 'invoked', id: m.id, result }),
-        (error: unknown) => answer({ type: 'invokeFailed', id: m.id, error: error instanceof Error ? error.message : String(error) }),
-      )
-    }
-    return true
-  })
+  const child = forkChild<ProducerRequest, FromProducer>(
+    new URL('./producer.ts', import.meta.url),
+    { BENCH_PRODUCER: '1' },
+    'the producer',
+    m => {
+      if (m.type !== 'invoke') return false
+      const invoke = invokers.get(m.poller)
+      if (!invoke) answer({ type: 'invokeFailed', id: m.id, error: `no poller ${m.poller} here` })
+      else {
+        void invoke(m.event).then(
+          result => answer({ type: 'invoked', id: m.id, result }),
+          (error: unknown) => answer({ type: 'invokeFailed', id: m.id, error: error instanceof Error ? error.message : String(error) }),
+        )
+      }
+      return true
+    },
+  )
   const port = await child.first(m => (m.type === 'listening' ? m.port : undefined), 'start listening')
 
-  const ask = async <T extends FromProducer['type']>(m: Parameters<typeof child.ask>[0], expect: T, timeoutMs?: number, id?: number): Promise<Extract<FromProducer, { type: T }>> => {
+  const ask = async <T extends FromProducer['type']>(
+    m: Parameters<typeof child.ask>[0],
+    expect: T,
+    timeoutMs?: number,
+    id?: number,
+  ): Promise<Extract<FromProducer, { type: T }>> => {
     const reply = await child.ask(m, timeoutMs, id)
     if (reply.type === 'failed') throw new Error(`the producer failed "${m.type}": ${reply.error}`)
     if (!isType(reply, expect)) throw new Error(`the producer answered ${reply.type} to ${m.type}`)
@@ -61,7 +77,9 @@ export async function startProducerProcess(): Promise<ProducerProcess> {
 
   return {
     endpoint: `http://127.0.0.1:${port}`,
-    init: async databaseUrl => { await ask({ type: 'init', databaseUrl }, 'ready') },
+    init: async databaseUrl => {
+      await ask({ type: 'init', databaseUrl }, 'ready')
+    },
     createQueue: async name => (await ask({ type: 'queue', name }, 'queue')).queueUrl,
     load: async (opts, timeoutMs) => (await ask({ type: 'load', ...opts }, 'loaded', timeoutMs)).load,
     startPoller: async (opts, invoke) => {

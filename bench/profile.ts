@@ -37,7 +37,11 @@ async function main(): Promise<void> {
   const server = await startPostgres()
   const receiver = await startReceiverProcess()
   const fauxqs = await startFauxqs({ port: 0, logger: false })
-  const sqs = new SQSClient({ endpoint: `http://127.0.0.1:${fauxqs.port}`, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
+  const sqs = new SQSClient({
+    endpoint: `http://127.0.0.1:${fauxqs.port}`,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  })
   const admin = new pg.Client({ connectionString: server.adminUrl })
   await admin.connect()
   const dbName = 'bench_profile'
@@ -69,7 +73,12 @@ async function main(): Promise<void> {
       const switches0 = await contextSwitches()
       const main0 = await mainThreadMicros()
       const t0 = now()
-      const result = await drainProject(actions.deps, project(batchSize), { remainingMs: () => Infinity, onBatch: b => { posts.push(b.durationMs) } })
+      const result = await drainProject(actions.deps, project(batchSize), {
+        remainingMs: () => Infinity,
+        onBatch: b => {
+          posts.push(b.durationMs)
+        },
+      })
       const seconds = (now() - t0) / 1000
       const elu = performance.eventLoopUtilization(elu0)
       const usage = process.cpuUsage(usage0)
@@ -80,26 +89,41 @@ async function main(): Promise<void> {
       const waited = await waits.stop()
       const share = await cpu.stop(cpuStart)
       if (size !== n) continue
-      console.log(`batchSize ${batchSize}: ${result.succeeded} delivered in ${seconds.toFixed(2)} s = ${Math.round(result.succeeded / seconds)}/s, ${result.batches} batches`)
-      console.log(`CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`)
+      console.log(
+        `batchSize ${batchSize}: ${result.succeeded} delivered in ${seconds.toFixed(2)} s = ${Math.round(result.succeeded / seconds)}/s, ${result.batches} batches`,
+      )
+      console.log(
+        `CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`,
+      )
       // All of this process's threads (GC helpers included), split by where the time went.
-      console.log(`Dispatcher CPU per event: ${((usage.user + usage.system) / result.succeeded).toFixed(1)} µs (user ${(usage.user / result.succeeded).toFixed(1)}, system ${(usage.system / result.succeeded).toFixed(1)})`)
+      console.log(
+        `Dispatcher CPU per event: ${((usage.user + usage.system) / result.succeeded).toFixed(1)} µs (user ${(usage.user / result.succeeded).toFixed(1)}, system ${(usage.system / result.succeeded).toFixed(1)})`,
+      )
       if (main0 !== undefined && main1 !== undefined) {
         const mainUs = (main1 - main0) / result.succeeded
-        console.log(`  of which the event loop thread ${mainUs.toFixed(1)} µs, other threads (GC helpers, libuv, the profiler) ${((usage.user + usage.system) / result.succeeded - mainUs).toFixed(1)} µs`)
+        console.log(
+          `  of which the event loop thread ${mainUs.toFixed(1)} µs, other threads (GC helpers, libuv, the profiler) ${((usage.user + usage.system) / result.succeeded - mainUs).toFixed(1)} µs`,
+        )
       }
       // Involuntary switches: the event loop's thread preempted, mostly by a process its own write woke
       // (the receiver, a Postgres backend) on the same core: the time shows up as socket writes.
-      if (switches0 && switches1) console.log(`Event loop thread context switches per event: ${((switches1.voluntary - switches0.voluntary) / result.succeeded).toFixed(2)} voluntary, ${((switches1.involuntary - switches0.involuntary) / result.succeeded).toFixed(2)} involuntary (preempted)`)
+      if (switches0 && switches1)
+        console.log(
+          `Event loop thread context switches per event: ${((switches1.voluntary - switches0.voluntary) / result.succeeded).toFixed(2)} voluntary, ${((switches1.involuntary - switches0.involuntary) / result.succeeded).toFixed(2)} involuntary (preempted)`,
+        )
       // The dispatcher's event loop: busy running JavaScript (and callbacks), or idle waiting for I/O.
-      console.log(`Dispatcher event loop busy ${Math.round(elu.utilization * 100)}% of the drain (idle = waiting for Postgres or the receiver)`)
+      console.log(
+        `Dispatcher event loop busy ${Math.round(elu.utilization * 100)}% of the drain (idle = waiting for Postgres or the receiver)`,
+      )
       if (cpuProfile) summarize(cpuProfile)
       if (allocated) summarizeAllocations(allocated, result.succeeded)
       describe(timings, t0, seconds * 1000)
       const sorted = posts.sort((a, b) => a - b)
       console.log(`Sampled backends of ${dbName} every ~5 ms (${waited.samples} samples), active statements by wait event:`)
       for (const [k, v] of [...waited.counts].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`  ${String(v).padStart(5)}  ${k}`)
-      console.log(`POST ms (whole ms, as deliver() reports): p50 ${percentile(sorted, 0.5)} p90 ${percentile(sorted, 0.9)} p99 ${percentile(sorted, 0.99)}`)
+      console.log(
+        `POST ms (whole ms, as deliver() reports): p50 ${percentile(sorted, 0.5)} p90 ${percentile(sorted, 0.9)} p99 ${percentile(sorted, 0.99)}`,
+      )
     }
   } finally {
     await actions.close()
@@ -120,7 +144,9 @@ function sampleWaits(admin: pg.Client, database: string) {
     while (!stopping) {
       const { rows } = await admin.query<{ w: string; q: string }>(
         `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS w, left(regexp_replace(query, '\\s+', ' ', 'g'), 30) AS q
-         FROM pg_stat_activity WHERE datname = $1 AND state = 'active'`, [database])
+         FROM pg_stat_activity WHERE datname = $1 AND state = 'active'`,
+        [database],
+      )
       samples++
       for (const r of rows) {
         const key = `${r.w.padEnd(28)} ${r.q.includes('WITH cfg') ? 'claim' : r.q.startsWith('WITH u AS') || r.q.startsWith('WITH ev AS') ? 'record' : r.q}`
@@ -212,7 +238,11 @@ async function startAllocationSampling(): Promise<(() => Promise<HeapProfiler.Sa
   const session = new Session()
   session.connect()
   await session.post('HeapProfiler.enable')
-  await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true })
+  await session.post('HeapProfiler.startSampling', {
+    samplingInterval: 4096,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  })
   return async () => {
     const { profile } = await session.post('HeapProfiler.stopSampling')
     session.disconnect()
@@ -244,7 +274,12 @@ function instrument(pool: pg.Pool, out: Timing[]): void {
   onEveryQuery(pool, (query, args) => {
     // Prepared statements come as a config object ({ name, text, values }), plain ones as text.
     const first = args[0]
-    const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first && typeof first.text === 'string' ? first.text : ''
+    const text =
+      typeof first === 'string'
+        ? first
+        : typeof first === 'object' && first !== null && 'text' in first && typeof first.text === 'string'
+          ? first.text
+          : ''
     const start = now()
     const done = (r: unknown) => {
       const rows = typeof r === 'object' && r !== null && 'rowCount' in r && typeof r.rowCount === 'number' ? r.rowCount : 0
@@ -277,17 +312,24 @@ function describe(timings: Timing[], t0: number, totalMs: number): void {
     if (!ts.length) continue
     const ms = ts.map(t => t.ms).sort((a, b) => a - b)
     const busy = ts.reduce((a, t) => a + t.ms, 0)
-    console.log(`${kind}: ${ts.length} statements, ${(ts.reduce((a, t) => a + t.rows, 0) / ts.length).toFixed(1)} rows each, ` +
-      `ms p50 ${percentile(ms, 0.5).toFixed(2)} p90 ${percentile(ms, 0.9).toFixed(2)} p99 ${percentile(ms, 0.99).toFixed(2)}, ` +
-      `in flight ${Math.round((busy / totalMs) * 100)}% of the wall time`)
+    console.log(
+      `${kind}: ${ts.length} statements, ${(ts.reduce((a, t) => a + t.rows, 0) / ts.length).toFixed(1)} rows each, ` +
+        `ms p50 ${percentile(ms, 0.5).toFixed(2)} p90 ${percentile(ms, 0.9).toFixed(2)} p99 ${percentile(ms, 0.99).toFixed(2)}, ` +
+        `in flight ${Math.round((busy / totalMs) * 100)}% of the wall time`,
+    )
     // Drift over the run: a claim that slows as the table's dead tuples pile up shows here.
     const tenths = Array.from({ length: 10 }, (_, i) => ts.filter(t => Math.min(9, Math.floor(((t.start - t0) / totalMs) * 10)) === i))
-    console.log(`  ${kind} mean ms by tenth of the run: ${tenths.map(g => (g.length ? (g.reduce((a, t) => a + t.ms, 0) / g.length).toFixed(2) : '-')).join(' ')}`)
+    console.log(
+      `  ${kind} mean ms by tenth of the run: ${tenths.map(g => (g.length ? (g.reduce((a, t) => a + t.ms, 0) / g.length).toFixed(2) : '-')).join(' ')}`,
+    )
     console.log(`  ${kind} statements by tenth of the run: ${tenths.map(g => g.length).join(' ')}`)
   }
 }
 
-main().then(() => process.exit(0), e => {
-  console.error(e)
-  process.exit(1)
-})
+main().then(
+  () => process.exit(0),
+  e => {
+    console.error(e)
+    process.exit(1)
+  },
+)

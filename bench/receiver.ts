@@ -8,9 +8,7 @@ import { createServer } from 'node:http'
 import { now } from './clock.js'
 
 /** Parent → receiver. `round` ties a later `complete` message to the reset that armed it. */
-export type ToReceiver =
-  | { type: 'reset'; id: number; round: number; expect: number }
-  | { type: 'read'; id: number; latencies: boolean }
+export type ToReceiver = { type: 'reset'; id: number; round: number; expect: number } | { type: 'read'; id: number; latencies: boolean }
 
 export type Counts = {
   /** Distinct event ids received since the last reset. */
@@ -84,7 +82,11 @@ function main(send: (m: FromReceiver) => void): void {
       send({ type: 'reset', id: m.id })
     } else {
       const usage = process.cpuUsage()
-      send({ type: 'counts', id: m.id, counts: { delivered: seen.size, duplicates, requests, cpuMicros: usage.user + usage.system, ...(m.latencies ? { latencies } : {}) } })
+      send({
+        type: 'counts',
+        id: m.id,
+        counts: { delivered: seen.size, duplicates, requests, cpuMicros: usage.user + usage.system, ...(m.latencies ? { latencies } : {}) },
+      })
     }
   })
   // The parent going away (even killed) closes the IPC channel; the receiver must not outlive it.
@@ -115,4 +117,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 // Only the forked child serves: tsx itself may give the parent an IPC channel too.
 const ipcSend = process.send?.bind(process)
-if (process.env.BENCH_RECEIVER === '1' && ipcSend) main(m => { ipcSend(m) })
+if (process.env.BENCH_RECEIVER === '1' && ipcSend)
+  main(m => {
+    ipcSend(m)
+  })

@@ -19,14 +19,19 @@ export async function startReceiverProcess(): Promise<ReceiverProcess> {
   let round = 0
   let completedAt: number | undefined
   let completeWaiters: Array<(at: number) => void> = []
-  const child = forkChild<ToReceiver, FromReceiver>(new URL('./receiver.ts', import.meta.url), { BENCH_RECEIVER: '1' }, 'the receiver', m => {
-    if (m.type !== 'complete') return false
-    if (m.round === round) {
-      completedAt = m.at
-      for (const w of completeWaiters.splice(0)) w(m.at)
-    }
-    return true
-  })
+  const child = forkChild<ToReceiver, FromReceiver>(
+    new URL('./receiver.ts', import.meta.url),
+    { BENCH_RECEIVER: '1' },
+    'the receiver',
+    m => {
+      if (m.type !== 'complete') return false
+      if (m.round === round) {
+        completedAt = m.at
+        for (const w of completeWaiters.splice(0)) w(m.at)
+      }
+      return true
+    },
+  )
   const url = await child.first(m => (m.type === 'listening' ? m.url : undefined), 'start listening')
 
   return {
@@ -39,7 +44,13 @@ export async function startReceiverProcess(): Promise<ReceiverProcess> {
     },
     whenComplete: timeoutMs => {
       if (completedAt !== undefined) return Promise.resolve(completedAt)
-      return withTimeout(new Promise<number>(resolve => { completeWaiters.push(resolve) }), timeoutMs, 'not every event arrived in time')
+      return withTimeout(
+        new Promise<number>(resolve => {
+          completeWaiters.push(resolve)
+        }),
+        timeoutMs,
+        'not every event arrived in time',
+      )
     },
     counts: async (opts = {}) => {
       const reply = await child.ask({ type: 'read', latencies: opts.latencies ?? false })

@@ -44,9 +44,13 @@ async function main(): Promise<void> {
   for (const line of runtime) log(line)
   const wants = (prefix: string) => !opts.only || [...opts.only].some(k => k.startsWith(prefix))
   const cleanups: Array<() => Promise<unknown>> = []
-  const cleanup = async () => { for (const c of cleanups.splice(0).reverse()) await c().catch(e => log(`cleanup failed: ${String(e)}`)) }
+  const cleanup = async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(e => log(`cleanup failed: ${String(e)}`))
+  }
   // An interrupted bench still drops its databases and stops its child processes.
-  process.once('SIGINT', () => { void cleanup().finally(() => process.exit(130)) })
+  process.once('SIGINT', () => {
+    void cleanup().finally(() => process.exit(130))
+  })
   try {
     const server = await startPostgres()
     cleanups.push(() => server.close())
@@ -58,14 +62,18 @@ async function main(): Promise<void> {
     cleanups.push(() => fauxqs.stop())
     const sqsEndpoint = `http://127.0.0.1:${fauxqs.port}`
     const sqs = new SQSClient({ endpoint: sqsEndpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
-    cleanups.push(async () => { sqs.destroy() })
+    cleanups.push(async () => {
+      sqs.destroy()
+    })
     const admin = new pg.Client({ connectionString: server.adminUrl })
     await admin.connect()
     cleanups.push(() => admin.end())
     // BENCH_BATCH_WINDOW_MS overrides the deployed window, to see what the window itself costs.
     const deployed = deployedEventSource()
     const source = opts.batchWindowMs === undefined ? deployed : { ...deployed, batchingWindowMs: opts.batchWindowMs }
-    log(`Postgres ${server.version} (${server.source}), receiver ${receiver.url}, N=${opts.n}, rounds=${opts.rounds}${opts.quick ? ' (quick)' : ''}`)
+    log(
+      `Postgres ${server.version} (${server.source}), receiver ${receiver.url}, N=${opts.n}, rounds=${opts.rounds}${opts.quick ? ' (quick)' : ''}`,
+    )
 
     let scale: ScaleBench | undefined
     let producer: ProducerProcess | undefined
@@ -86,47 +94,105 @@ async function main(): Promise<void> {
 
     const all: Runnable[] = [
       { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery', run: n => actions.deliver(1, n) },
-      { key: 'actions-b50', contender: 'Actions', scenario: 'drainProject, batchSize 50', kind: 'delivery', run: n => actions.deliver(50, n) },
+      {
+        key: 'actions-b50',
+        contender: 'Actions',
+        scenario: 'drainProject, batchSize 50',
+        kind: 'delivery',
+        run: n => actions.deliver(50, n),
+      },
     ]
     // Per-entity order (the default, distinct keys above) against none, and with ten events per entity.
     for (const size of BATCH_SIZES) {
-      all.push({ key: `actions-b${size}-none`, contender: 'Actions', scenario: `drainProject, batchSize ${size}, ordering none`, kind: 'delivery', run: n => actions.deliver(size, n, 'none') })
-      all.push({ key: `actions-b${size}-keys10`, contender: 'Actions', scenario: `drainProject, batchSize ${size}, 10 events per entity`, kind: 'delivery', run: n => actions.deliver(size, n, 'keys10') })
+      all.push({
+        key: `actions-b${size}-none`,
+        contender: 'Actions',
+        scenario: `drainProject, batchSize ${size}, ordering none`,
+        kind: 'delivery',
+        run: n => actions.deliver(size, n, 'none'),
+      })
+      all.push({
+        key: `actions-b${size}-keys10`,
+        contender: 'Actions',
+        scenario: `drainProject, batchSize ${size}, 10 events per entity`,
+        kind: 'delivery',
+        run: n => actions.deliver(size, n, 'keys10'),
+      })
     }
-    all.push({ key: 'actions-b1-capped', contender: 'Actions', scenario: `drainProject, batchSize 1, half to a maxInFlight ${CAPPED_IN_FLIGHT} target beside an uncapped one`, kind: 'delivery', run: n => actions.deliverCappedPair(n) })
+    all.push({
+      key: 'actions-b1-capped',
+      contender: 'Actions',
+      scenario: `drainProject, batchSize 1, half to a maxInFlight ${CAPPED_IN_FLIGHT} target beside an uncapped one`,
+      kind: 'delivery',
+      run: n => actions.deliverCappedPair(n),
+    })
     if (wants('graphile')) {
       const graphile = await setupGraphile(await server.freshDatabase(db.graphile), receiver.url, ctxFor(db.graphile))
       cleanups.push(() => graphile.close())
-      all.push(...GRAPHILE_MODES.map((mode, i): Runnable => ({ key: `graphile-${i + 1}`, contender: 'graphile-worker', scenario: mode.label, kind: 'delivery', peer: true, run: n => graphile.deliver(mode, n) })))
+      all.push(
+        ...GRAPHILE_MODES.map((mode, i): Runnable => ({
+          key: `graphile-${i + 1}`,
+          contender: 'graphile-worker',
+          scenario: mode.label,
+          kind: 'delivery',
+          peer: true,
+          run: n => graphile.deliver(mode, n),
+        })),
+      )
     }
     if (wants('pgboss')) {
       const boss = await setupPgBoss(await server.freshDatabase(db.pgboss), receiver.url, ctxFor(db.pgboss))
       cleanups.push(() => boss.close())
-      all.push(...pgbossModes(opts.pgbossBatches).map((mode): Runnable => ({ key: `pgboss-${mode.batchSize}`, contender: 'pg-boss', scenario: mode.label, kind: 'delivery', peer: true, run: n => boss.deliver(mode, n) })))
+      all.push(
+        ...pgbossModes(opts.pgbossBatches).map((mode): Runnable => ({
+          key: `pgboss-${mode.batchSize}`,
+          contender: 'pg-boss',
+          scenario: mode.label,
+          kind: 'delivery',
+          peer: true,
+          run: n => boss.deliver(mode, n),
+        })),
+      )
     }
     const bare = setupBareClient(receiver.url, ctxFor(db.actions))
     cleanups.push(() => bare.close())
     all.push({ key: 'bare', contender: 'bare client', scenario: BARE_LABEL, kind: 'delivery', run: n => bare.deliver(n) })
     if (wants('scale')) {
       const started = await setupScale(actions, {
-        databaseUrl: actionsUrl, sqsEndpoint, queueUrl: signalQueue, ctx: ctxFor(db.actions), batchSize: opts.scaleBatch,
-        maxProcesses: Math.max(...opts.scaleProcesses), maxProjects: Math.max(...opts.scaleProjects),
+        databaseUrl: actionsUrl,
+        sqsEndpoint,
+        queueUrl: signalQueue,
+        ctx: ctxFor(db.actions),
+        batchSize: opts.scaleBatch,
+        maxProcesses: Math.max(...opts.scaleProcesses),
+        maxProjects: Math.max(...opts.scaleProjects),
       })
       scale = started
       cleanups.push(() => started.close())
       for (const projects of opts.scaleProjects) {
         for (const processes of opts.scaleProcesses) {
           all.push({
-            key: `scale-${processes}x${projects}`, contender: 'Actions', kind: 'delivery', scale: { processes, projects },
+            key: `scale-${processes}x${projects}`,
+            contender: 'Actions',
+            kind: 'delivery',
+            scale: { processes, projects },
             scenario: `${processes} dispatch process${processes > 1 ? 'es' : ''}, ${projects} project${projects > 1 ? 's' : ''}, batchSize ${opts.scaleBatch}`,
             run: n => started.deliver(processes, projects, n),
           })
         }
       }
     }
-    all.push({ key: 'enqueue', contender: 'Actions', scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`, kind: 'enqueue', run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY) })
     all.push({
-      key: 'enqueue-fanout', contender: 'Actions', kind: 'enqueue',
+      key: 'enqueue',
+      contender: 'Actions',
+      scenario: `enqueue, ${ENQUEUE_PER_REQUEST}/request, ${ENQUEUE_CONCURRENCY} concurrent`,
+      kind: 'enqueue',
+      run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY),
+    })
+    all.push({
+      key: 'enqueue-fanout',
+      contender: 'Actions',
+      kind: 'enqueue',
       scenario: `enqueue, ${ENQUEUE_PER_REQUEST} mutations/request, ${FANOUT_TRIGGERS.toLocaleString('en-US')}-trigger schema, ${ENQUEUE_CONCURRENCY} concurrent`,
       run: n => actions.enqueueThroughput(n, ENQUEUE_PER_REQUEST, ENQUEUE_CONCURRENCY, 'mutations'),
     })
@@ -139,14 +205,24 @@ async function main(): Promise<void> {
       await started.init(actionsUrl)
       for (const rate of opts.latencyRates) {
         all.push({
-          key: `latency-${rate}`, contender: 'Actions', kind: 'latency', rate,
+          key: `latency-${rate}`,
+          contender: 'Actions',
+          kind: 'latency',
+          rate,
           scenario: `latency, ${rate}/s for ${opts.latencySeconds} s via dispatch handler, ${source.batchingWindowMs} ms batching window`,
-          run: () => measureLatency(actions, started, ctxFor(db.actions), { rate, seconds: opts.latencySeconds, perRequest: LATENCY_PER_REQUEST, source }),
+          run: () =>
+            measureLatency(actions, started, ctxFor(db.actions), {
+              rate,
+              seconds: opts.latencySeconds,
+              perRequest: LATENCY_PER_REQUEST,
+              source,
+            }),
         })
       }
     }
     const scenarios = all.filter(s => !opts.only || opts.only.has(s.key))
-    if (scenarios.length === 0 && !opts.only?.has('signing')) throw new Error(`--only selected no scenario; keys: ${all.map(s => s.key).join(', ')}`)
+    if (scenarios.length === 0 && !opts.only?.has('signing'))
+      throw new Error(`--only selected no scenario; keys: ${all.map(s => s.key).join(', ')}`)
 
     for (const s of scenarios) {
       if (s.kind === 'latency') continue
@@ -159,21 +235,26 @@ async function main(): Promise<void> {
       for (const s of scenarios) {
         const r = await s.run(opts.n)
         results.get(s.key)?.push(r)
-        log(`round ${round} ${s.key}: ${r.delivered}/${r.events} in ${r.seconds.toFixed(2)} s = ${Math.round(r.delivered / r.seconds)}/s` +
-          `${r.statementsPerEvent !== undefined ? `, ${r.statementsPerEvent.toFixed(3)} stmts/event` : ''}` +
-          `${'p99' in r ? `, p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms` : ''}` +
-          `, cpu bench ${r.cpu.bench}% receiver ${r.cpu.receiver}%${producer ? ` producer ${r.cpu.producer}%` : ''} pg ${r.cpu.postgres}% machine ${r.cpu.machine}%${r.note ? ` (${r.note})` : ''}`)
+        log(
+          `round ${round} ${s.key}: ${r.delivered}/${r.events} in ${r.seconds.toFixed(2)} s = ${Math.round(r.delivered / r.seconds)}/s` +
+            `${r.statementsPerEvent !== undefined ? `, ${r.statementsPerEvent.toFixed(3)} stmts/event` : ''}` +
+            `${'p99' in r ? `, p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms` : ''}` +
+            `, cpu bench ${r.cpu.bench}% receiver ${r.cpu.receiver}%${producer ? ` producer ${r.cpu.producer}%` : ''} pg ${r.cpu.postgres}% machine ${r.cpu.machine}%${r.note ? ` (${r.note})` : ''}`,
+        )
       }
     }
 
-    process.stdout.write(report({
-      scenarios, results,
-      header: [
-        `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Node ${process.version}; Postgres ${server.version} (${server.source})`,
-        `N = ${opts.n} events per run, ${opts.rounds} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
-        ...runtime,
-      ],
-    }))
+    process.stdout.write(
+      report({
+        scenarios,
+        results,
+        header: [
+          `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Node ${process.version}; Postgres ${server.version} (${server.source})`,
+          `N = ${opts.n} events per run, ${opts.rounds} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
+          ...runtime,
+        ],
+      }),
+    )
     // What signing adds per request, measured in this process with nothing else running.
     if (!opts.only || opts.only.has('signing')) process.stdout.write('\n' + signingTable())
   } finally {
@@ -192,10 +273,14 @@ function runtimeNote(): string[] {
   try {
     deployed = readFileSync(repoFile('.nvmrc'), 'utf8').trim().replace(/^v/, '').split('.')[0]
   } catch {
-    return ['NOTE: .nvmrc could not be read, so whether this Node is the deployment\'s is unknown (bench/README.md).']
+    return ["NOTE: .nvmrc could not be read, so whether this Node is the deployment's is unknown (bench/README.md)."]
   }
   const here = process.versions.node.split('.')[0]
-  return here === deployed ? [] : [`NOTE: Node ${here} here; the deployment runs Node ${deployed} (.nvmrc), where the ratios differ: run the bench on Node ${deployed} for the targets (bench/README.md).`]
+  return here === deployed
+    ? []
+    : [
+        `NOTE: Node ${here} here; the deployment runs Node ${deployed} (.nvmrc), where the ratios differ: run the bench on Node ${deployed} for the targets (bench/README.md).`,
+      ]
 }
 
 function log(line: string): void {
@@ -206,7 +291,7 @@ main().then(
   // Pools and timers of the libraries under test may linger; the bench is done once it has printed.
   () => process.exit(0),
   error => {
-    process.stderr.write(`bench failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+    process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
     process.exit(1)
   },
 )

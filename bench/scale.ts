@@ -27,7 +27,18 @@ export type ScaleBench = {
  * Scale-out: up to `maxProcesses` dispatch processes (bench/dispatcher.ts), started once and kept warm,
  * over the Actions bench database. Their projects are stored here at `batchSize`.
  */
-export async function setupScale(actions: ActionsBench, opts: { databaseUrl: string; sqsEndpoint: string; queueUrl: string; maxProcesses: number; maxProjects: number; batchSize: number; ctx: TimedContext }): Promise<ScaleBench> {
+export async function setupScale(
+  actions: ActionsBench,
+  opts: {
+    databaseUrl: string
+    sqsEndpoint: string
+    queueUrl: string
+    maxProcesses: number
+    maxProjects: number
+    batchSize: number
+    ctx: TimedContext
+  },
+): Promise<ScaleBench> {
   for (let i = 1; i <= opts.maxProjects; i++) await actions.storeProject(scaleProject(i), opts.batchSize)
   const children: Dispatcher[] = []
   try {
@@ -38,43 +49,65 @@ export async function setupScale(actions: ActionsBench, opts: { databaseUrl: str
     throw error
   }
   let statements = 0
-  const counter = { reset: () => { statements = 0 }, count: () => statements }
+  const counter = {
+    reset: () => {
+      statements = 0
+    },
+    count: () => statements,
+  }
 
   return {
     deliver: async (processes, projects, n) => {
       await actions.truncate()
       const names = Array.from({ length: projects }, (_, i) => scaleProject(i + 1))
       for (const [i, name] of names.entries()) await actions.prepare(name, Math.floor(n / projects) + (i < n % projects ? 1 : 0))
-      return timedDelivery(opts.ctx, n, async () => {
-        const errors: string[] = []
-        // Every process drains every project, as dispatch invocations woken by signals for all of them would.
-        const finished = Promise.all(children.slice(0, processes).map(async c => {
-          const r = await c.drain(names, opts.ctx.deadlineMs)
-          statements += r.statements
-          if (r.error) errors.push(r.error)
-        }))
-        return {
-          finished,
-          stop: async () => {
-            await finished.catch(() => {})
-            let done = 0
-            for (const name of names) done += await actions.countByState(name, 'succeed')
-            return done === n && errors.length === 0
-          },
-        }
-      }, counter)
+      return timedDelivery(
+        opts.ctx,
+        n,
+        async () => {
+          const errors: string[] = []
+          // Every process drains every project, as dispatch invocations woken by signals for all of them would.
+          const finished = Promise.all(
+            children.slice(0, processes).map(async c => {
+              const r = await c.drain(names, opts.ctx.deadlineMs)
+              statements += r.statements
+              if (r.error) errors.push(r.error)
+            }),
+          )
+          return {
+            finished,
+            stop: async () => {
+              await finished.catch(() => {})
+              let done = 0
+              for (const name of names) done += await actions.countByState(name, 'succeed')
+              return done === n && errors.length === 0
+            },
+          }
+        },
+        counter,
+      )
     },
     cpuMicros: async () => (await Promise.all(children.map(c => c.cpuMicros()))).reduce((a, b) => a + b, 0),
-    close: async () => { await Promise.all(children.map(c => c.stop())) },
+    close: async () => {
+      await Promise.all(children.map(c => c.stop()))
+    },
   }
 }
 
 async function startDispatcher(): Promise<Dispatcher> {
-  const child = forkChild<ToDispatcher, FromDispatcher>(new URL('./dispatcher.ts', import.meta.url), { BENCH_DISPATCHER: '1' }, 'a dispatch process')
-  await withTimeout(new Promise<void>((resolve, reject) => {
-    child.process.once('spawn', () => resolve())
-    child.process.once('error', reject)
-  }), START_TIMEOUT_MS, 'a dispatch process did not start')
+  const child = forkChild<ToDispatcher, FromDispatcher>(
+    new URL('./dispatcher.ts', import.meta.url),
+    { BENCH_DISPATCHER: '1' },
+    'a dispatch process',
+  )
+  await withTimeout(
+    new Promise<void>((resolve, reject) => {
+      child.process.once('spawn', () => resolve())
+      child.process.once('error', reject)
+    }),
+    START_TIMEOUT_MS,
+    'a dispatch process did not start',
+  )
   const ask = child.ask
   return {
     init: async (databaseUrl, sqsEndpoint, queueUrl) => {

@@ -5,7 +5,10 @@
 import { generateSecret, signingKeys, withSignature, type SigningKeys } from '../lib/delivery/signing.js'
 import { dec, summary, table } from './stats.js'
 
-const BODY_SIZES = [{ label: '1 KB', bytes: 1024 }, { label: '40 KB', bytes: 40 * 1024 }]
+const BODY_SIZES = [
+  { label: '1 KB', bytes: 1024 },
+  { label: '40 KB', bytes: 40 * 1024 },
+]
 const SECRET_COUNTS = [1, 2]
 /** Rounds per case; the median of their per-event times is reported, min and max show the spread. */
 const ROUNDS = 7
@@ -48,9 +51,12 @@ export function signingTable(): string {
     }
   }
   const baseline = summary(Array.from({ length: ROUNDS }, () => roundMicros(undefined, body(1024))))
-  return `Standard Webhooks signing cost per one-event request (${ROUNDS} rounds of ${PER_ROUND.toLocaleString('en')}, Node ${process.version})\n\n` +
-    table(['body', 'secrets', 'µs/event median', 'min', 'max'], rows) + '\n' +
+  return (
+    `Standard Webhooks signing cost per one-event request (${ROUNDS} rounds of ${PER_ROUND.toLocaleString('en')}, Node ${process.version})\n\n` +
+    table(['body', 'secrets', 'µs/event median', 'min', 'max'], rows) +
+    '\n' +
     `\nthe same request headers without signing: ${dec(baseline.median)} µs/event${sink < 0 ? ' ' : ''}\n`
+  )
 }
 
 // Run on its own (`npx tsx bench/signing.ts`). Not `import.meta.url === argv[1]`: in the bench's bundle

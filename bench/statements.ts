@@ -30,5 +30,10 @@ export function countStatements(pool: pg.Pool): { count(): number; reset(): void
     n++
     return query(...args)
   })
-  return { count: () => n, reset: () => { n = 0 } }
+  return {
+    count: () => n,
+    reset: () => {
+      n = 0
+    },
+  }
 }

@@ -18,10 +18,11 @@ export function summary(values: readonly number[]): { median: number; min: numbe
 export function table(header: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => (r[i] ?? '').length)))
   const numeric = (s: string) => /^[-+]?[\d,.]+(%|x| ms)?$/.test(s)
-  const line = (cells: readonly string[]) => cells
-    .map((c, i) => (numeric(c) ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
-    .join('  ')
-    .trimEnd()
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (numeric(c) ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd()
   return [line(header), widths.map(w => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
 }
 

@@ -39,7 +39,12 @@ const AFTER_FINISH_GRACE_MS = 2_000
  * Times the delivery of `events` pre-enqueued events: from just before `start()` to the arrival of the
  * last distinct event at the receiver. Bounded by the context's deadline; a miss is reported, not thrown.
  */
-export async function timedDelivery(ctx: TimedContext, events: number, start: () => Promise<Consumer>, statements?: Counter): Promise<RunResult> {
+export async function timedDelivery(
+  ctx: TimedContext,
+  events: number,
+  start: () => Promise<Consumer>,
+  statements?: Counter,
+): Promise<RunResult> {
   await ctx.receiver.reset(events)
   statements?.reset()
   const cpuStart = await ctx.cpu.start()

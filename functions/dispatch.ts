@@ -11,7 +11,11 @@ export const createHandler = (source: DepsSource, hooks: Pick<DrainOptions, 'onB
   middy(async (event: SQSEvent, context: Context) => {
     const deps = forInvocation(await source(), context)
     const projects = projectsOf(event.Records, deps.log)
-    const crashed = await drainProjects(deps, projects.filter(p => p !== undefined), { ...hooks, remainingMs: () => context.getRemainingTimeInMillis() })
+    const crashed = await drainProjects(
+      deps,
+      projects.filter(p => p !== undefined),
+      { ...hooks, remainingMs: () => context.getRemainingTimeInMillis() },
+    )
     return settled(projects, crashed)
   })
     // Our own log line names the project; the middleware's console dump of the error would not be JSON.
@@ -36,7 +40,9 @@ function projectsOf(records: readonly SQSRecord[], log: Logger): Array<string | 
  * fulfilled, so they are dropped rather than retried forever.
  */
 function settled(projects: ReadonlyArray<string | undefined>, crashed: ReadonlyMap<string, unknown>): PromiseSettledResult<unknown>[] {
-  return projects.map(project => project !== undefined && crashed.has(project)
-    ? { status: 'rejected', reason: crashed.get(project) }
-    : { status: 'fulfilled', value: project })
+  return projects.map(project =>
+    project !== undefined && crashed.has(project)
+      ? { status: 'rejected', reason: crashed.get(project) }
+      : { status: 'fulfilled', value: project },
+  )
 }

@@ -28,7 +28,9 @@ export function createColdStart(env: NodeJS.ProcessEnv, read: ParameterReader & 
     deps: () => {
       cached ??= (async () => createDeps(loadConfig(await resolveSecrets(env, read))))()
       // A failed cold start must not be cached: the next invocation tries again.
-      cached.catch(() => { cached = undefined })
+      cached.catch(() => {
+        cached = undefined
+      })
       return cached
     },
     renewAfter: error => {
@@ -37,7 +39,10 @@ export function createColdStart(env: NodeJS.ProcessEnv, read: ParameterReader & 
       cached = undefined
       read.forget()
       // Closed on the next tick: this invocation's middlewares still hold the old deps.
-      stale?.then(deps => setImmediate(() => void closeDeps(deps)), () => {})
+      stale?.then(
+        deps => setImmediate(() => void closeDeps(deps)),
+        () => {},
+      )
       return true
     },
   }
@@ -45,7 +50,11 @@ export function createColdStart(env: NodeJS.ProcessEnv, read: ParameterReader & 
 
 let coldStart: ColdStart | undefined
 // Built on first use: importing this module (tests, the local stack) reads no environment and makes no client.
-const deployed = () => (coldStart ??= createColdStart(process.env, ssmParameterReader(() => new SSMClient({}))))
+const deployed = () =>
+  (coldStart ??= createColdStart(
+    process.env,
+    ssmParameterReader(() => new SSMClient({})),
+  ))
 
 /**
  * Builds the dependencies once per cold start from the validated environment (reading DATABASE_URL
@@ -104,10 +113,15 @@ export function forInvocation(deps: Deps, context: Pick<Context, 'awsRequestId'>
  * middy middleware: flush this environment's metrics to every enabled sink after every invocation, success or
  * failure; `push: 'background'` leaves the Pushgateway push unawaited (see MetricSinks.flush).
  */
-export function flushMetricsAfter(source: DepsSource, opts: { push: 'await' | 'background' } = { push: 'await' }): middy.MiddlewareObj<unknown, unknown, Error, Context> {
+export function flushMetricsAfter(
+  source: DepsSource,
+  opts: { push: 'await' | 'background' } = { push: 'await' },
+): middy.MiddlewareObj<unknown, unknown, Error, Context> {
   const flush = async (request: middy.Request<unknown, unknown, Error, Context>) => {
     // A failed cold start has no sinks; its error is the invocation's, not this middleware's.
-    const deps = await Promise.resolve().then(source).catch(() => undefined)
+    const deps = await Promise.resolve()
+      .then(source)
+      .catch(() => undefined)
     if (!deps) return
     // The sinks log and swallow their own failures; none may fail the invocation.
     await deps.sinks.flush(forInvocation(deps, request.context).log, opts)
@@ -125,7 +139,9 @@ function failuresOf(request: middy.Request<unknown, unknown, Error, Context>): u
   if (request.error) return [request.error]
   const response: unknown = request.response
   if (!Array.isArray(response)) return []
-  return response.flatMap((r: unknown) => (typeof r === 'object' && r !== null && 'status' in r && r.status === 'rejected' && 'reason' in r ? [r.reason] : []))
+  return response.flatMap((r: unknown) =>
+    typeof r === 'object' && r !== null && 'status' in r && r.status === 'rejected' && 'reason' in r ? [r.reason] : [],
+  )
 }
 
 /**

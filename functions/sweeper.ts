@@ -11,7 +11,12 @@ export const createHandler = (source: DepsSource, hooks: { onSweep?: (result: Sw
     hooks.onSweep?.(result)
     // One pass a minute: its connections would sit idle (frozen) until the next one.
     await closeIdleConnections(deps.db)
-    return { projects: result.projects.length, signals: result.signals, deletedResolved: result.deletedResolved, deletedGroups: result.deletedGroups }
+    return {
+      projects: result.projects.length,
+      signals: result.signals,
+      deletedResolved: result.deletedResolved,
+      deletedGroups: result.deletedGroups,
+    }
   }).use(flushMetricsAfter(source))
 
 /** Scheduled every minute (EventBridge rate(1 minute)). */

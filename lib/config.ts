@@ -9,10 +9,18 @@ const bool = z
   .transform(v => v === 'true' || v === '1' || v === 'yes')
 
 const positiveInt = (fallback: number) =>
-  z.coerce.number({ message: 'expected a positive integer' }).int('expected a positive integer').positive('expected a positive integer').default(fallback)
+  z.coerce
+    .number({ message: 'expected a positive integer' })
+    .int('expected a positive integer')
+    .positive('expected a positive integer')
+    .default(fallback)
 
 const nonNegativeInt = (fallback: number) =>
-  z.coerce.number({ message: 'expected a non-negative integer' }).int('expected a non-negative integer').min(0, 'expected a non-negative integer').default(fallback)
+  z.coerce
+    .number({ message: 'expected a non-negative integer' })
+    .int('expected a non-negative integer')
+    .min(0, 'expected a non-negative integer')
+    .default(fallback)
 
 const url = z.url({ message: 'expected a URL' })
 
@@ -31,7 +39,12 @@ export const configSchema = z.object({
    */
   SQS_CONNECT_TIMEOUT_MS: positiveInt(1_000),
   SQS_REQUEST_TIMEOUT_MS: positiveInt(3_000),
-  SQS_MAX_ATTEMPTS: z.coerce.number({ message: 'expected an integer from 1 to 5' }).int('expected an integer from 1 to 5').min(1, 'expected an integer from 1 to 5').max(5, 'expected an integer from 1 to 5').default(2),
+  SQS_MAX_ATTEMPTS: z.coerce
+    .number({ message: 'expected an integer from 1 to 5' })
+    .int('expected an integer from 1 to 5')
+    .min(1, 'expected an integer from 1 to 5')
+    .max(5, 'expected an integer from 1 to 5')
+    .default(2),
   PUSHGATEWAY_URL: url.optional(),
   /** A project that receives the engine's operational events (target.paused, target.needs_operator, target.resumed, events.gave_up; lib/ops.ts). */
   OPS_PROJECT: z.string().min(1).max(255).optional(),
@@ -100,7 +113,10 @@ export const configSchema = z.object({
    * Events of a target paused longer than this (hours, a decimal so tests can scale it down) fail
    * terminally, counted, with the pause in their log; 0 waits forever. The sweeper applies it.
    */
-  PAUSED_GIVE_UP_HOURS: z.coerce.number({ message: 'expected a number of hours (0 = never)' }).min(0, 'expected a number of hours (0 = never)').default(72),
+  PAUSED_GIVE_UP_HOURS: z.coerce
+    .number({ message: 'expected a number of hours (0 = never)' })
+    .min(0, 'expected a number of hours (0 = never)')
+    .default(72),
   /**
    * Failed batches in a row (nothing delivered, no 2xx) that pause a target (the circuit breaker). 0 turns
    * the breaker off: upstream's rule, a dead target fails its events after maxAttempts.
@@ -112,15 +128,26 @@ export const configSchema = z.object({
   /** Longest delay a receiver's Retry-After (on 429 and 503) can impose, so a hostile value cannot park events. */
   RETRY_AFTER_MAX_MS: positiveInt(DEFAULT_RECORD_SETTINGS.retryAfterMaxMs),
   /** Retry delays are stretched by up to this fraction at random; 0 keeps upstream's exact timing. */
-  RETRY_JITTER: z.coerce.number({ message: 'expected a fraction from 0 to 1' }).min(0, 'expected a fraction from 0 to 1').max(1, 'expected a fraction from 0 to 1').default(0),
+  RETRY_JITTER: z.coerce
+    .number({ message: 'expected a fraction from 0 to 1' })
+    .min(0, 'expected a fraction from 0 to 1')
+    .max(1, 'expected a fraction from 0 to 1')
+    .default(0),
   /**
    * CIDR ranges (comma or space separated) the egress guard lets deliveries reach although they are
    * private, loopback or otherwise blocked; empty by default. The local stack and tests allow loopback.
    */
-  WEBHOOK_ALLOWED_NETWORKS: z.string().default('').superRefine((list, ctx) => {
-    const { invalid } = parseNetworks(list)
-    if (invalid.length) ctx.addIssue({ code: 'custom', message: `expected CIDR ranges such as 10.0.0.0/8 or fd00::/8, comma or space separated (entry ${invalid.join(', ')} is not one)` })
-  }),
+  WEBHOOK_ALLOWED_NETWORKS: z
+    .string()
+    .default('')
+    .superRefine((list, ctx) => {
+      const { invalid } = parseNetworks(list)
+      if (invalid.length)
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected CIDR ranges such as 10.0.0.0/8 or fd00::/8, comma or space separated (entry ${invalid.join(', ')} is not one)`,
+        })
+    }),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 })
 
@@ -129,8 +156,11 @@ export type Config = z.infer<typeof configSchema>
 /** The circuit breaker's and the retry schedule's settings, as the record statement takes them. */
 export function recordSettings(config: Config): RecordSettings {
   return {
-    breakerFailures: config.BREAKER_FAILURES, probeMs: config.BREAKER_PROBE_MS, probeMaxMs: Math.max(config.BREAKER_PROBE_MS, config.BREAKER_PROBE_MAX_MS),
-    retryAfterMaxMs: config.RETRY_AFTER_MAX_MS, jitter: config.RETRY_JITTER,
+    breakerFailures: config.BREAKER_FAILURES,
+    probeMs: config.BREAKER_PROBE_MS,
+    probeMaxMs: Math.max(config.BREAKER_PROBE_MS, config.BREAKER_PROBE_MAX_MS),
+    retryAfterMaxMs: config.RETRY_AFTER_MAX_MS,
+    jitter: config.RETRY_JITTER,
   }
 }
 
@@ -160,7 +190,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 export const dbClientConfigSchema = configSchema.pick({ DB_PREPARED_STATEMENTS: true, DATABASE_CA: true })
 
 /** The keys of an SQS client's bounded waits (lib/deps.ts createSqsClient), for tools without a full config. */
-export const sqsConfigSchema = configSchema.pick({ AWS_REGION: true, SQS_CONNECT_TIMEOUT_MS: true, SQS_REQUEST_TIMEOUT_MS: true, SQS_MAX_ATTEMPTS: true })
+export const sqsConfigSchema = configSchema.pick({
+  AWS_REGION: true,
+  SQS_CONNECT_TIMEOUT_MS: true,
+  SQS_REQUEST_TIMEOUT_MS: true,
+  SQS_MAX_ATTEMPTS: true,
+})
 
 /**
  * Validates only the keys of `part` (a `configSchema.pick(…)`), with the same rules and defaults as
@@ -193,7 +228,9 @@ export async function resolveSecrets(env: NodeJS.ProcessEnv, read: ParameterRead
   try {
     value = await read(name)
   } catch (cause) {
-    throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: could not read ${name} (${cause instanceof Error ? cause.name : 'error'})`], { cause: describeCause(cause) })
+    throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: could not read ${name} (${cause instanceof Error ? cause.name : 'error'})`], {
+      cause: describeCause(cause),
+    })
   }
   if (!value) throw new ConfigError([`DATABASE_URL_SSM_PARAMETER: ${name} has no value`])
   return { ...env, DATABASE_URL: value }

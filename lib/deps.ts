@@ -28,11 +28,21 @@ export function createDeps(config: Config, overrides: Partial<Omit<Deps, 'sinks'
   const client = sqs ?? createSqsClient(config)
   return {
     config,
-    db: createPool(config.DATABASE_URL, config.DB_POOL_MAX, { statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS, preparedStatements: config.DB_PREPARED_STATEMENTS, ca: config.DATABASE_CA }),
+    db: createPool(config.DATABASE_URL, config.DB_POOL_MAX, {
+      statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+      preparedStatements: config.DB_PREPARED_STATEMENTS,
+      ca: config.DATABASE_CA,
+    }),
     signals: createSignals(client, config.SIGNAL_QUEUE_URL),
     log: createLogger(config.LOG_LEVEL),
     // Every connection passes the egress guard (lib/delivery/egress.ts), after DNS, pinned to the checked address.
-    http: new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 64, pipelining: 1, connect: guardedConnector(parseNetworks(config.WEBHOOK_ALLOWED_NETWORKS).networks) }),
+    http: new Agent({
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 60_000,
+      connections: 64,
+      pipelining: 1,
+      connect: guardedConnector(parseNetworks(config.WEBHOOK_ALLOWED_NETWORKS).networks),
+    }),
     ...rest,
     // After `rest`: a given registry still gets this environment's sinks around it.
     ...createMetricSinks(config, rest.metrics ?? createMetrics()),
@@ -43,11 +53,18 @@ export function createDeps(config: Config, overrides: Partial<Omit<Deps, 'sinks'
  * The SQS client with bounded waits: connection and request timeouts (a timeout is an error, not a
  * warning) and few attempts, from config. `extra` lets tests and the local stack add an endpoint and keys.
  */
-export function createSqsClient(config: Pick<Config, 'AWS_REGION' | 'SQS_CONNECT_TIMEOUT_MS' | 'SQS_REQUEST_TIMEOUT_MS' | 'SQS_MAX_ATTEMPTS'>, extra: SQSClientConfig = {}): SQSClient {
+export function createSqsClient(
+  config: Pick<Config, 'AWS_REGION' | 'SQS_CONNECT_TIMEOUT_MS' | 'SQS_REQUEST_TIMEOUT_MS' | 'SQS_MAX_ATTEMPTS'>,
+  extra: SQSClientConfig = {},
+): SQSClient {
   return new SQSClient({
     region: config.AWS_REGION,
     maxAttempts: config.SQS_MAX_ATTEMPTS,
-    requestHandler: { connectionTimeout: config.SQS_CONNECT_TIMEOUT_MS, requestTimeout: config.SQS_REQUEST_TIMEOUT_MS, throwOnRequestTimeout: true },
+    requestHandler: {
+      connectionTimeout: config.SQS_CONNECT_TIMEOUT_MS,
+      requestTimeout: config.SQS_REQUEST_TIMEOUT_MS,
+      throwOnRequestTimeout: true,
+    },
     ...extra,
   })
 }
@@ -60,7 +77,9 @@ export function createSqsClient(config: Pick<Config, 'AWS_REGION' | 'SQS_CONNECT
 export function sqsEndpointFromEnv(env: NodeJS.ProcessEnv): SQSClientConfig {
   return {
     ...(env.AWS_ENDPOINT_URL_SQS ? { endpoint: env.AWS_ENDPOINT_URL_SQS } : {}),
-    ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } } : {}),
+    ...(env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+      ? { credentials: { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY } }
+      : {}),
   }
 }
 

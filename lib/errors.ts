@@ -10,7 +10,11 @@
 export class ValidationError extends Error {
   override name = 'ValidationError'
   /** `subject` says what was invalid ("configuration", "actions schema"); it heads the message. */
-  constructor(readonly subject: string, readonly problems: string[], options?: ErrorOptions) {
+  constructor(
+    readonly subject: string,
+    readonly problems: string[],
+    options?: ErrorOptions,
+  ) {
     super(`Invalid ${subject}:\n${problems.map(p => `  - ${p}`).join('\n')}`, options)
   }
 }
@@ -32,7 +36,8 @@ const MAX_CAUSES = 3
  * a URL or a header, so only their names and codes are told.
  */
 export function describeError(e: unknown): SafeError {
-  if (!(e instanceof Error)) return { name: 'NonError', message: typeof e === 'string' ? 'a string was thrown' : `a ${typeof e} was thrown` }
+  if (!(e instanceof Error))
+    return { name: 'NonError', message: typeof e === 'string' ? 'a string was thrown' : `a ${typeof e} was thrown` }
   const cause = describeCause(e.cause)
   const code = errorCode(e)
   return { name: e.name, message: e.message, ...(code ? { code } : {}), ...(cause ? { cause } : {}) }

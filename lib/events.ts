@@ -33,7 +33,10 @@ export type EventRow = {
  * stores it (`jsonb` text, never parsed on the way: lib/delivery/template.ts splices it into the body).
  * No attempt log: it can be large and delivery never reads it.
  */
-export type ClaimedEvent = Pick<EventRow, 'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent'> & {
+export type ClaimedEvent = Pick<
+  EventRow,
+  'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent'
+> & {
   /**
    * The `visible_at` the claim set, as Postgres writes a timestamptz: the lease, the fencing token of
    * the event's record. It goes back as text and compares exact (the text holds every microsecond), so
@@ -59,10 +62,15 @@ export type FailureKind = 'down' | 'misconfigured' | 'rejected' | 'final'
 export type Outcome =
   | { ok: true; code: number }
   | {
-    ok: false; code?: number; errorMessage: string; response?: string; retryAfter?: RetryAfter; kind?: FailureKind
-    /** One answer (or one failure to get one) failed every event of the batch alike: the batch may hold a poison event. */
-    wholeBatch?: true
-  }
+      ok: false
+      code?: number
+      errorMessage: string
+      response?: string
+      retryAfter?: RetryAfter
+      kind?: FailureKind
+      /** One answer (or one failure to get one) failed every event of the batch alike: the batch may hold a poison event. */
+      wholeBatch?: true
+    }
 
 /** When a receiver asked to be retried (`Retry-After`): after a delay, or at a time (judged by the database clock). */
 export type RetryAfter = { delayMs: number } | { at: Date }

@@ -20,7 +20,9 @@ const rank: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 }
 export type Sink = (line: string) => void
 
 /** Lambda's log stream: CloudWatch Logs takes every stdout line as one record. */
-export const stdoutSink: Sink = line => { process.stdout.write(line + '\n') }
+export const stdoutSink: Sink = line => {
+  process.stdout.write(line + '\n')
+}
 
 /** Creates a logger that writes records at or above `level` to `sink`, each carrying `base`. */
 export function createLogger(level: Level = 'info', sink: Sink = stdoutSink, base: Fields = {}): Logger {

@@ -29,11 +29,13 @@ export async function emitOps(deps: Deps, events: readonly OpsEvent[]): Promise<
     }
     const at = new Date().toISOString()
     await enqueue(deps, {
-      project: ops, transactionId: randomUUID(),
+      project: ops,
+      transactionId: randomUUID(),
       events: wanted.map(e => {
-        const values: Record<string, string | number> = e.kind === 'events.gave_up'
-          ? { project: e.project, events: e.events, at }
-          : { project: e.project, target: e.target, at, ...reasonOf(health.get(`${e.project}\u0000${e.target}`), e.kind) }
+        const values: Record<string, string | number> =
+          e.kind === 'events.gave_up'
+            ? { project: e.project, events: e.events, at }
+            : { project: e.project, target: e.target, at, ...reasonOf(health.get(`${e.project}\u0000${e.target}`), e.kind) }
         return { payload: { operation: 'create' as const, entity: e.kind, id: randomUUID(), values } }
       }),
     })

@@ -30,20 +30,26 @@ export function createSignals(sqs: SQSClient, queueUrl: string): Signals {
   }
   return {
     send: (project, delaySeconds = 0) =>
-      wrap('signal', () => sqs.send(new SendMessageCommand({
-        QueueUrl: queueUrl,
-        MessageBody: JSON.stringify({ project } satisfies Signal),
-        DelaySeconds: Math.max(0, Math.min(MAX_DELAY_SECONDS, Math.ceil(delaySeconds))),
-      }))),
+      wrap('signal', () =>
+        sqs.send(
+          new SendMessageCommand({
+            QueueUrl: queueUrl,
+            MessageBody: JSON.stringify({ project } satisfies Signal),
+            DelaySeconds: Math.max(0, Math.min(MAX_DELAY_SECONDS, Math.ceil(delaySeconds))),
+          }),
+        ),
+      ),
     sendMany: async entries => {
       const bodies = entries.flatMap(e => Array.from({ length: e.count }, () => JSON.stringify({ project: e.project } satisfies Signal)))
       for (let i = 0; i < bodies.length; i += 10) {
         const chunk = bodies.slice(i, i + 10)
         await wrap('signals', async () => {
-          const out = await sqs.send(new SendMessageBatchCommand({
-            QueueUrl: queueUrl,
-            Entries: chunk.map((body, j) => ({ Id: String(j), MessageBody: body })),
-          }))
+          const out = await sqs.send(
+            new SendMessageBatchCommand({
+              QueueUrl: queueUrl,
+              Entries: chunk.map((body, j) => ({ Id: String(j), MessageBody: body })),
+            }),
+          )
           if (out.Failed?.length) throw new Error(`${out.Failed.length} of ${chunk.length} signals refused`)
         })
       }

@@ -45,7 +45,13 @@ export function redactor(values: Iterable<string>): Redactor {
     }
   }
   if (needles.size === 0) return noRedaction
-  const pattern = new RegExp([...needles].sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g')
+  const pattern = new RegExp(
+    [...needles]
+      .sort((a, b) => b.length - a.length)
+      .map(escapeRegExp)
+      .join('|'),
+    'g',
+  )
   return text => text.replace(pattern, REDACTED)
 }
 

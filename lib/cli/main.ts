@@ -96,7 +96,10 @@ async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<numbe
       return 0
     }
     case 'schema': {
-      const { values, positionals: [sub, project, ...more] } = parseCommand('schema', args, { yes: { type: 'boolean' } })
+      const {
+        values,
+        positionals: [sub, project, ...more],
+      } = parseCommand('schema', args, { yes: { type: 'boolean' } })
       if (!project) throw new UsageError('schema: missing <project>')
       if (sub === 'set') {
         const file = more[0]
@@ -138,8 +141,12 @@ const modeSchema = z.enum(['merge', 'set', 'append-only-missing']) satisfies z.Z
 const VARIABLE_NAME = /^[A-Za-z0-9_]+$/
 
 async function variablesCommand(pool: Ctx['pool'], args: string[], io: Io): Promise<number> {
-  const { values, positionals: [sub, project, ...pairs] } = parseCommand('variables', args, {
-    mode: { type: 'string' }, 'show-values': { type: 'boolean' },
+  const {
+    values,
+    positionals: [sub, project, ...pairs],
+  } = parseCommand('variables', args, {
+    mode: { type: 'string' },
+    'show-values': { type: 'boolean' },
   })
   if (!project) throw new UsageError('variables: missing <project>')
   if (sub === 'list') {
@@ -158,12 +165,14 @@ async function variablesCommand(pool: Ctx['pool'], args: string[], io: Io): Prom
     const eq = arg.indexOf('=')
     // The argument may hold a secret: name only its position, never its text.
     if (eq <= 0) throw new UsageError(`variables set: argument ${i + 1} is not NAME=VALUE`)
-    if (!VARIABLE_NAME.test(arg.slice(0, eq))) throw new UsageError(`variables set: argument ${i + 1}: a NAME has only letters, digits and _`)
+    if (!VARIABLE_NAME.test(arg.slice(0, eq)))
+      throw new UsageError(`variables set: argument ${i + 1}: a NAME has only letters, digits and _`)
     vars[arg.slice(0, eq)] = arg.slice(eq + 1)
   })
   // Upstream's SET with no variables deletes them all; from a command line that is far more likely
   // a forgotten argument than a wish, so it is refused.
-  if (pairs.length === 0) throw new UsageError(`variables set: no NAME=VALUE given${mode === 'set' ? ' (--mode set would delete every variable)' : ''}`)
+  if (pairs.length === 0)
+    throw new UsageError(`variables set: no NAME=VALUE given${mode === 'set' ? ' (--mode set would delete every variable)' : ''}`)
   await setVariables(pool, project, vars, mode)
   io.out(`set ${Object.keys(vars).length} variable(s) of ${project} (mode ${mode})`)
   return 0

@@ -22,7 +22,9 @@ export type TargetsContext = EventsContext & { env: NodeJS.ProcessEnv }
 
 /** `actions targets …`: the circuit breaker as an operator sees and forces it. */
 export async function targetsCommand(ctx: TargetsContext, args: string[], io: Io): Promise<number> {
-  const { positionals: [sub, project, target, extra] } = parseCommand('targets', args, {})
+  const {
+    positionals: [sub, project, target, extra],
+  } = parseCommand('targets', args, {})
   if (!project) throw new UsageError(`targets ${sub ?? ''}: missing <project>`)
   if (sub === 'list') {
     if (target !== undefined) throw new UsageError('targets list: takes only <project>')
@@ -42,7 +44,11 @@ export async function targetsCommand(ctx: TargetsContext, args: string[], io: Io
   // A target no longer in the schema may still have a row (paused before it was removed): clearing it is allowed.
   const was = await resumeTarget(ctx.pool, project, target)
   if (!was && !names.has(target)) throw new Error(`unknown target "${name(target)}" in project "${name(project)}"`)
-  io.out(was?.paused_reason ? `target ${shown} resumed (was ${state(was)})` : `target ${shown} was not paused${was ? '; its failure run is cleared' : ''}`)
+  io.out(
+    was?.paused_reason
+      ? `target ${shown} resumed (was ${state(was)})`
+      : `target ${shown} was not paused${was ? '; its failure run is cleared' : ''}`,
+  )
   // As the engine does, only a pause that ended is news.
   const told = was?.paused_reason ? await tellOps(ctx, { kind: 'target.resumed', project, target }, 'resume', io) : 0
   return Math.max(told, await wake(ctx.signals(), project, io, 'resume', 'events'))
@@ -94,7 +100,10 @@ async function schemaTargets(ctx: EventsContext, project: string): Promise<Set<s
 
 /** One line of state: paused (reason, since, next probe) or running (and the failure run, if any). */
 function state(h: TargetHealth): string {
-  const run = h.consecutive_failures > 0 ? `${h.consecutive_failures} failed batch(es) in a row${h.failing_since ? ` since ${h.failing_since.toISOString()}` : ''}` : ''
+  const run =
+    h.consecutive_failures > 0
+      ? `${h.consecutive_failures} failed batch(es) in a row${h.failing_since ? ` since ${h.failing_since.toISOString()}` : ''}`
+      : ''
   if (!h.paused_reason) return run ? `running, failing: ${run}` : 'running'
   const probe = h.probe_at ? `next probe ${h.probe_at.toISOString()}` : 'no probe: waits for "targets resume"'
   return `paused (${oneLine(pauseLabel(h) ?? '?', NAME_CHARS)}) since ${h.paused_at?.toISOString() ?? '?'}, ${probe}${run ? `; ${run}` : ''}`

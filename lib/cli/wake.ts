@@ -15,7 +15,9 @@ export async function wake(signals: Signals | undefined, project: string, io: Io
   try {
     await signals.send(project)
   } catch (e) {
-    io.err(`the ${change} stands, but the wake-up signal failed (${e instanceof Error ? e.message : 'error'}); the sweeper picks the ${what} up within a minute`)
+    io.err(
+      `the ${change} stands, but the wake-up signal failed (${e instanceof Error ? e.message : 'error'}); the sweeper picks the ${what} up within a minute`,
+    )
     return 1
   }
   io.out(`signalled project ${project}`)

@@ -47,7 +47,7 @@ export async function readBacklog(db: Queryable): Promise<Map<string, ProjectBac
   const out = new Map<string, ProjectBacklog>()
   const get = (project: string) => {
     let b = out.get(project)
-    if (!b) out.set(project, b = { project, due: { created: 0, retrying: 0, processing: 0 }, oldestDueAgeSeconds: 0, failed: 0 })
+    if (!b) out.set(project, (b = { project, due: { created: 0, retrying: 0, processing: 0 }, oldestDueAgeSeconds: 0, failed: 0 }))
     return b
   }
   for (const r of due.rows) {
@@ -61,7 +61,9 @@ export async function readBacklog(db: Queryable): Promise<Map<string, ProjectBac
 
 /** A paused target, for the sweeper's paused gauges and its probes' re-drive. */
 export type PausedTarget = {
-  project: string; target: string; reason: PauseReason
+  project: string
+  target: string
+  reason: PauseReason
   /** Events waiting on it (due, or held), and how long the oldest has been due. */
   waiting: number
   oldestAgeSeconds: number
@@ -81,8 +83,20 @@ export const PAUSED_TARGETS_SQL = `SELECT h.project, h.target, h.paused_reason A
 
 /** Every paused target with its waiting events (the health table holds one small row per target that ever failed). */
 export async function readPausedTargets(db: Queryable): Promise<PausedTarget[]> {
-  const { rows } = await db.query<{ project: string; target: string; reason: PausedTarget['reason']; waiting: number; oldest_s: number | null; probe_due: boolean }>(
-    PAUSED_TARGETS_SQL,
-  )
-  return rows.map(r => ({ project: r.project, target: r.target, reason: r.reason, waiting: r.waiting, oldestAgeSeconds: r.oldest_s ?? 0, probeDue: r.probe_due }))
+  const { rows } = await db.query<{
+    project: string
+    target: string
+    reason: PausedTarget['reason']
+    waiting: number
+    oldest_s: number | null
+    probe_due: boolean
+  }>(PAUSED_TARGETS_SQL)
+  return rows.map(r => ({
+    project: r.project,
+    target: r.target,
+    reason: r.reason,
+    waiting: r.waiting,
+    oldestAgeSeconds: r.oldest_s ?? 0,
+    probeDue: r.probe_due,
+  }))
 }

@@ -21,7 +21,11 @@ export type TargetClaimConfig = {
 }
 
 /** Events of one target claimed together, most urgent first; each carries its lease, the fencing token of its record. */
-export type ClaimedBatch = { target: string; events: ClaimedEvent[]; /** Payload bytes, serialized: what holding the batch costs. */ bytes: number }
+export type ClaimedBatch = {
+  target: string
+  events: ClaimedEvent[]
+  /** Payload bytes, serialized: what holding the batch costs. */ bytes: number
+}
 
 /** What one claim may take besides its batch count. */
 export type ClaimLimits = {
@@ -95,7 +99,19 @@ type ClaimParams = {
  * the payload as text and the timestamps as UTC text, so neither is parsed per event.
  */
 export const CLAIM = named<ClaimParams>()(
-  ['project', 'targets', 'batch_sizes', 'lease_ms', 'candidate_rows', 'max_batches', 'waiting', 'budget_bytes', 'take_anyway', 'batches_per_target', 'attempts_per_target'],
+  [
+    'project',
+    'targets',
+    'batch_sizes',
+    'lease_ms',
+    'candidate_rows',
+    'max_batches',
+    'waiting',
+    'budget_bytes',
+    'take_anyway',
+    'batches_per_target',
+    'attempts_per_target',
+  ],
   `WITH cfg AS (
     SELECT * FROM unnest($targets::text[], $batch_sizes::int[], $lease_ms::int[], $batches_per_target::int[], $attempts_per_target::int[]) AS c(target, batch_size, lease_ms, max_batches, max_attempts)
   ),
@@ -208,8 +224,16 @@ export const CLAIM_SQL = CLAIM.text
  * lease ran out unrecorded has its lost attempt counted here ({@link LEASE_EXPIRED}); when that was its
  * last, it fails terminally instead of being claimed (`spent`).
  */
-export async function claimBatches(db: Queryable, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<ClaimResult> {
-  const { rows } = await db.query<ClaimedEvent & { first_pos: string | null; pos: string; bytes: number; lost: boolean; gave_up: 'unknown' | 'spent' | null }>({
+export async function claimBatches(
+  db: Queryable,
+  project: string,
+  targets: readonly TargetClaimConfig[],
+  maxBatches: number,
+  limits: ClaimLimits,
+): Promise<ClaimResult> {
+  const { rows } = await db.query<
+    ClaimedEvent & { first_pos: string | null; pos: string; bytes: number; lost: boolean; gave_up: 'unknown' | 'spent' | null }
+  >({
     // Prepared once per connection: under load the claim runs hundreds of times a second.
     name: 'actions_claim',
     text: CLAIM.text,
@@ -236,11 +260,11 @@ export async function claimBatches(db: Queryable, project: string, targets: read
     row.last_state_change = jsDateText(row.last_state_change)
     if (wasLost) lost++
     if (first_pos === null) {
-      (gave_up === 'spent' ? spent : unknownTarget).push(row)
+      ;(gave_up === 'spent' ? spent : unknownTarget).push(row)
       continue
     }
     let batch = byBatch.get(first_pos)
-    if (!batch) byBatch.set(first_pos, batch = { target: row.target, first: Number(first_pos), bytes: 0, events: [] })
+    if (!batch) byBatch.set(first_pos, (batch = { target: row.target, first: Number(first_pos), bytes: 0, events: [] }))
     batch.bytes += bytes
     batch.events.push({ pos: Number(pos), row })
   }

@@ -79,7 +79,11 @@ export const NEXT_DUE = named<{ project: string; held: readonly string[] }>()(
  */
 export async function msUntilNextDue(db: Queryable, project: string, held: readonly string[] = []): Promise<number | undefined> {
   // Prepared once per connection: every drain asks, and planning it cost more than running it.
-  const { rows } = await db.query<{ ms: number | null }>({ name: 'actions_next_due', text: NEXT_DUE.text, values: NEXT_DUE.values({ project, held }) })
+  const { rows } = await db.query<{ ms: number | null }>({
+    name: 'actions_next_due',
+    text: NEXT_DUE.text,
+    values: NEXT_DUE.values({ project, held }),
+  })
   const ms = rows[0]?.ms
   return ms === null || ms === undefined ? undefined : Math.max(0, ms)
 }

@@ -15,7 +15,11 @@ export type NewEventsContext = {
 
 /** One event to write whose payload is already serialized (enqueue measured it). */
 export type SerializedEvent = {
-  id: string; trigger: string; target: string; priority: number; payloadJson: string
+  id: string
+  trigger: string
+  target: string
+  priority: number
+  payloadJson: string
   /** The ordering key (migration 006): a hash of the payload's entity and id, or null when the target does not order. */
   orderKey?: string | null
 }
@@ -45,9 +49,19 @@ export async function insertNewEvents(db: Queryable, ctx: NewEventsContext, even
     name: 'actions_enqueue',
     text: INSERT_EVENTS_SQL,
     values: [
-      ctx.project, ctx.transactionId, ctx.stage, ctx.schemaVersion, ctx.identityId, ctx.ipAddress, ctx.userAgent,
-      events.map(e => e.id), events.map(e => e.trigger), events.map(e => e.target), events.map(e => e.priority),
-      events.map(e => e.payloadJson), events.map(e => e.orderKey ?? null),
+      ctx.project,
+      ctx.transactionId,
+      ctx.stage,
+      ctx.schemaVersion,
+      ctx.identityId,
+      ctx.ipAddress,
+      ctx.userAgent,
+      events.map(e => e.id),
+      events.map(e => e.trigger),
+      events.map(e => e.target),
+      events.map(e => e.priority),
+      events.map(e => e.payloadJson),
+      events.map(e => e.orderKey ?? null),
     ],
   })
   return rows.map(r => r.id)
@@ -55,5 +69,9 @@ export async function insertNewEvents(db: Queryable, ctx: NewEventsContext, even
 
 /** {@link insertNewEvents} for payloads not yet serialized (tests and scripts that write events directly). */
 export async function insertEvents(db: Queryable, ctx: NewEventsContext, events: NewEvent[]): Promise<string[]> {
-  return insertNewEvents(db, ctx, events.map(({ payload, ...e }) => ({ ...e, payloadJson: JSON.stringify(payload) })))
+  return insertNewEvents(
+    db,
+    ctx,
+    events.map(({ payload, ...e }) => ({ ...e, payloadJson: JSON.stringify(payload) })),
+  )
 }

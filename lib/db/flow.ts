@@ -73,7 +73,14 @@ export const FLOW_IN_FLIGHT = named<{ project: string; targets: readonly string[
  * requests started now (`started`) and the ms between requests (`interval_ms`, 0: no rate); the rate's
  * schedule runs on from when the rows were locked (`locked_at`).
  */
-export const FLOW_SAVE = named<{ project: string; targets: readonly string[]; in_flight: readonly string[]; started: readonly number[]; interval_ms: readonly number[]; locked_at: string }>()(
+export const FLOW_SAVE = named<{
+  project: string
+  targets: readonly string[]
+  in_flight: readonly string[]
+  started: readonly number[]
+  interval_ms: readonly number[]
+  locked_at: string
+}>()(
   ['project', 'targets', 'in_flight', 'started', 'interval_ms', 'locked_at'],
   `UPDATE actions_target_flow f
   SET in_flight = a.in_flight, claimed_at = now(),
@@ -95,14 +102,20 @@ function grantOf(t: TargetClaimConfig, inFlight: number, tatInMs: number | null)
   let limit: FlowOutcome['capped']
   if (t.maxInFlight !== undefined) {
     const free = Math.max(0, t.maxInFlight - inFlight)
-    if (free < batches) { batches = free; limit = { by: 'in-flight' } }
+    if (free < batches) {
+      batches = free
+      limit = { by: 'in-flight' }
+    }
   }
   const intervalMs = t.maxPerSecond !== undefined ? (1000 / t.maxPerSecond) * RATE_SPACING : 0
   const firstInMs = Math.max(0, tatInMs ?? 0)
   if (t.maxPerSecond !== undefined) {
     // Requests start one interval apart from the schedule's next free time; only those due within the look-ahead.
     const fit = firstInMs > RATE_LOOKAHEAD_MS ? 0 : Math.floor((RATE_LOOKAHEAD_MS - firstInMs) / intervalMs) + 1
-    if (fit < batches) { batches = fit; limit = { by: 'rate', inMs: Math.max(1, firstInMs + fit * intervalMs - RATE_LOOKAHEAD_MS) } }
+    if (fit < batches) {
+      batches = fit
+      limit = { by: 'rate', inMs: Math.max(1, firstInMs + fit * intervalMs - RATE_LOOKAHEAD_MS) }
+    }
   }
   return { batches, firstInMs, intervalMs, ...(limit ? { limit } : {}) }
 }
@@ -112,45 +125,86 @@ function grantOf(t: TargetClaimConfig, inFlight: number, tatInMs: number | null)
  * caps allow now (requests in flight, and requests the rate schedules within {@link RATE_LOOKAHEAD_MS}),
  * and the rows remember what was taken, all in one transaction.
  */
-export async function claimWithCaps(pool: pg.Pool, project: string, targets: readonly TargetClaimConfig[], maxBatches: number, limits: ClaimLimits): Promise<{ result: ClaimResult; flow: Map<string, FlowOutcome> }> {
+export async function claimWithCaps(
+  pool: pg.Pool,
+  project: string,
+  targets: readonly TargetClaimConfig[],
+  maxBatches: number,
+  limits: ClaimLimits,
+): Promise<{ result: ClaimResult; flow: Map<string, FlowOutcome> }> {
   const sorted = [...targets].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   return withTransaction(pool, async client => {
     const names = sorted.map(t => t.name)
-    const lock = async () => (await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(FLOW_LOCK.text, FLOW_LOCK.values({ project, targets: names }))).rows
+    const lock = async () =>
+      (
+        await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(
+          FLOW_LOCK.text,
+          FLOW_LOCK.values({ project, targets: names }),
+        )
+      ).rows
     let locked = await lock()
     if (locked.length < sorted.length) {
       await client.query(FLOW_CREATE.text, FLOW_CREATE.values({ project, targets: names }))
       locked = await lock()
     }
     const granted = locked.flatMap(r => r.in_flight.map(g => ({ target: r.target, ...g })))
-    const live = granted.length === 0 ? [] : (await client.query<{ target: string } & Granted>(FLOW_IN_FLIGHT.text, FLOW_IN_FLIGHT.values({
-      project, targets: granted.map(g => g.target), ids: granted.map(g => g.id), leases: granted.map(g => g.lease),
-    }))).rows
-    const grants = new Map(sorted.map(t => {
-      const row = locked.find(r => r.target === t.name)
-      return [t.name, grantOf(t, live.filter(g => g.target === t.name).length, row?.tat_in_ms ?? null)] as const
-    }))
-    const offered = sorted.filter(t => (grants.get(t.name)?.batches ?? 0) > 0).map(t => ({ ...t, maxBatches: grants.get(t.name)?.batches ?? 0 }))
+    const live =
+      granted.length === 0
+        ? []
+        : (
+            await client.query<{ target: string } & Granted>(
+              FLOW_IN_FLIGHT.text,
+              FLOW_IN_FLIGHT.values({
+                project,
+                targets: granted.map(g => g.target),
+                ids: granted.map(g => g.id),
+                leases: granted.map(g => g.lease),
+              }),
+            )
+          ).rows
+    const grants = new Map(
+      sorted.map(t => {
+        const row = locked.find(r => r.target === t.name)
+        return [t.name, grantOf(t, live.filter(g => g.target === t.name).length, row?.tat_in_ms ?? null)] as const
+      }),
+    )
+    const offered = sorted
+      .filter(t => (grants.get(t.name)?.batches ?? 0) > 0)
+      .map(t => ({ ...t, maxBatches: grants.get(t.name)?.batches ?? 0 }))
     const waiting = [...limits.waiting, ...sorted.filter(t => !offered.some(o => o.name === t.name)).map(t => t.name)]
-    const result: ClaimResult = offered.length === 0
-      ? { batches: [], unknownTarget: [], spent: [], lost: 0 }
-      : await claimBatches(client, project, offered, maxBatches, { ...limits, waiting })
+    const result: ClaimResult =
+      offered.length === 0
+        ? { batches: [], unknownTarget: [], spent: [], lost: 0 }
+        : await claimBatches(client, project, offered, maxBatches, { ...limits, waiting })
     const flow = new Map<string, FlowOutcome>()
     const saved = sorted.map(t => {
       const g = grants.get(t.name) ?? grantOf(t, 0, null)
       const mine = result.batches.filter(b => b.target === t.name)
       // Fewer than granted: nothing more is due, so the cap did not cut it.
-      flow.set(t.name, { startsInMs: mine.map((_, i) => g.firstInMs + i * g.intervalMs), ...(g.limit && mine.length >= g.batches ? { capped: g.limit } : {}) })
-      const inFlight: Granted[] = t.maxInFlight === undefined ? [] : [
-        ...live.filter(l => l.target === t.name).map(({ id, lease }) => ({ id, lease })),
-        ...mine.flatMap(b => (b.events[0] ? [{ id: b.events[0].id, lease: b.events[0].lease }] : [])),
-      ]
+      flow.set(t.name, {
+        startsInMs: mine.map((_, i) => g.firstInMs + i * g.intervalMs),
+        ...(g.limit && mine.length >= g.batches ? { capped: g.limit } : {}),
+      })
+      const inFlight: Granted[] =
+        t.maxInFlight === undefined
+          ? []
+          : [
+              ...live.filter(l => l.target === t.name).map(({ id, lease }) => ({ id, lease })),
+              ...mine.flatMap(b => (b.events[0] ? [{ id: b.events[0].id, lease: b.events[0].lease }] : [])),
+            ]
       return { target: t.name, inFlight, n: mine.length, intervalMs: g.intervalMs }
     })
-    await client.query(FLOW_SAVE.text, FLOW_SAVE.values({
-      project, targets: saved.map(s => s.target), in_flight: saved.map(s => JSON.stringify(s.inFlight)),
-      started: saved.map(s => s.n), interval_ms: saved.map(s => s.intervalMs), locked_at: locked[0]?.locked_at ?? 'now',
-    }))
+    await client.query(
+      FLOW_SAVE.text,
+      FLOW_SAVE.values({
+        project,
+        targets: saved.map(s => s.target),
+        in_flight: saved.map(s => JSON.stringify(s.inFlight)),
+        started: saved.map(s => s.n),
+        interval_ms: saved.map(s => s.intervalMs),
+        locked_at: locked[0]?.locked_at ?? 'now',
+      }),
+    )
     return { result, flow }
   })
 }

@@ -12,4 +12,5 @@ export const appendedLog = (e: string, entry: string) => `CASE WHEN jsonb_array_
       ELSE jsonb_build_array(${e}.log -> 0) || jsonb_path_query_array(${e}.log, '$[last - ${LOG_KEPT_LAST - 2} to last]') || jsonb_build_array(${entry}) END`
 
 /** `log_dropped` after appending one entry to the log of `e`. */
-export const droppedAfterAppend = (e: string) => `${e}.log_dropped + CASE WHEN jsonb_array_length(${e}.log) <= ${LOG_KEPT_LAST} THEN 0 ELSE 1 END`
+export const droppedAfterAppend = (e: string) =>
+  `${e}.log_dropped + CASE WHEN jsonb_array_length(${e}.log) <= ${LOG_KEPT_LAST} THEN 0 ELSE 1 END`

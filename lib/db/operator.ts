@@ -25,7 +25,13 @@ export type ListedEvent = Pick<EventRow, 'id' | 'state' | 'target' | 'trigger' |
  * stay in the database and the last error is cut there to `errorChars`, so a listing stays small
  * whatever receivers answered.
  */
-export async function listEvents(db: Queryable, project: string, listing: Listing, limit: number, errorChars: number): Promise<ListedEvent[]> {
+export async function listEvents(
+  db: Queryable,
+  project: string,
+  listing: Listing,
+  limit: number,
+  errorChars: number,
+): Promise<ListedEvent[]> {
   const { rows } = await db.query<ListedEvent>(
     `SELECT id, state, target, trigger, num_retries, visible_at,
             left(log -> -1 ->> 'errorMessage', $3) AS last_error,
@@ -39,7 +45,10 @@ export async function listEvents(db: Queryable, project: string, listing: Listin
 /** An event id that more than one project uses, given without a project: the operator must name one. */
 export class AmbiguousEventError extends Error {
   override name = 'AmbiguousEventError'
-  constructor(readonly id: string, readonly projects: string[]) {
+  constructor(
+    readonly id: string,
+    readonly projects: string[],
+  ) {
     super(`event ${id} exists in ${projects.length} projects; name one (--project)`)
   }
 }
@@ -54,7 +63,11 @@ export async function eventProject(db: Queryable, id: string, project?: string):
     'SELECT project FROM actions_event WHERE id = $1 AND ($2::text IS NULL OR project = $2) ORDER BY project LIMIT 3',
     [id, project ?? null],
   )
-  if (rows.length > 1) throw new AmbiguousEventError(id, rows.map(r => r.project))
+  if (rows.length > 1)
+    throw new AmbiguousEventError(
+      id,
+      rows.map(r => r.project),
+    )
   return rows[0]?.project
 }
 

@@ -32,7 +32,10 @@ export async function listTargetHealth(db: Queryable, project: string): Promise<
  */
 export async function pauseTarget(db: Queryable, project: string, target: string): Promise<Date> {
   // A name that long cannot be a target (the schema refuses it), and the health key could not hold it.
-  assertNames('target', [['project', project], ['target', target]])
+  assertNames('target', [
+    ['project', project],
+    ['target', target],
+  ])
   const { rows } = await db.query<{ paused_at: Date }>(
     `INSERT INTO actions_target_health AS h (project, target, paused_at, paused_reason)
      VALUES ($1, $2, now(), 'operator')

@@ -64,13 +64,17 @@ function poolerClient(statementTimeoutMs: number | undefined): typeof pg.Client 
       const query: unknown = Reflect.get(this, 'query')
       if (typeof query !== 'function') throw new TypeError('pg.Client without query')
       // An own property over the prototype's overloaded method: the call keeps every form pg accepts.
-      Object.defineProperty(this, 'query', { configurable: true, value: (...args: unknown[]): unknown => this.bounded(query, args.map(unnamed)) })
+      Object.defineProperty(this, 'query', {
+        configurable: true,
+        value: (...args: unknown[]): unknown => this.bounded(query, args.map(unnamed)),
+      })
     }
 
     private bounded(query: Function, args: unknown[]): unknown {
       const [first] = args
       // A Submittable (cursors, streams) runs at its own pace; the query_timeout backstop does not reach it either.
-      if (statementTimeoutMs === undefined || (typeof first === 'object' && first !== null && 'submit' in first)) return Reflect.apply(query, this, args)
+      if (statementTimeoutMs === undefined || (typeof first === 'object' && first !== null && 'submit' in first))
+        return Reflect.apply(query, this, args)
       // The cancel names the backend, not the statement: one fired just as the statement ends could
       // reach this client's next one, which then fails as a timed-out statement would. Only a statement
       // that ran the whole timeout leaves that window open, and its caller handles 57014 already.
@@ -132,14 +136,16 @@ export function readCa(setting: string): string {
   let text: string
   try {
     // Sized before it is read: a path to something huge fails as clearly as a missing one.
-    if (statSync(setting).size > MAX_CA_FILE_BYTES) throw new ConfigError([`DATABASE_CA: ${setting} is over ${MAX_CA_FILE_BYTES} bytes, not a CA file`])
+    if (statSync(setting).size > MAX_CA_FILE_BYTES)
+      throw new ConfigError([`DATABASE_CA: ${setting} is over ${MAX_CA_FILE_BYTES} bytes, not a CA file`])
     text = readFileSync(setting, 'utf8')
   } catch (cause) {
     if (cause instanceof ConfigError) throw cause
     const code = cause instanceof Error && 'code' in cause ? String(cause.code) : 'error'
     throw new ConfigError([`DATABASE_CA: cannot read the CA file ${setting} (${code}); give a PEM file path or rds`], { cause })
   }
-  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError([`DATABASE_CA: ${setting} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`])
+  if (!text.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ConfigError([`DATABASE_CA: ${setting} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`])
   return text
 }
 

@@ -29,7 +29,9 @@ export function progressRhythm(intervalMs = PROGRESS_INTERVAL_MS): { due(): bool
   let last = -Infinity
   return {
     due: () => performance.now() - last >= intervalMs,
-    written: () => { last = performance.now() },
+    written: () => {
+      last = performance.now()
+    },
   }
 }
 

@@ -35,8 +35,14 @@ export type AttemptRecord = {
  * reason) or resumed the event's target.
  */
 export type RecordedRow = {
-  id: string; state: 'succeed' | 'retrying' | 'failed'; num_retries: number; target: string; trigger: string
-  held: boolean; target_paused: 'failures' | 'gone' | 'misconfigured' | null; target_resumed: boolean
+  id: string
+  state: 'succeed' | 'retrying' | 'failed'
+  num_retries: number
+  target: string
+  trigger: string
+  held: boolean
+  target_paused: 'failures' | 'gone' | 'misconfigured' | null
+  target_resumed: boolean
   /** The event has an ordering key: once it is resolved, the key's next event may be claimable. */
   keyed: boolean
 }
@@ -81,30 +87,64 @@ const PROGRESS_UPSERT = `progress AS (
 
 /** The general record's parameters: the arrays hold one element per record, in the same order. */
 export type RecordParams = {
-  ids: readonly string[]; leases: readonly string[]; ok: readonly boolean[]
+  ids: readonly string[]
+  leases: readonly string[]
+  ok: readonly boolean[]
   /** Log entries (JSON text; null for a success). */
   entries: readonly (string | null)[]
-  max_attempts: readonly number[]; interval_ms: readonly number[]
+  max_attempts: readonly number[]
+  interval_ms: readonly number[]
   backoff_cap_ms: number
-  projects: readonly string[]; targets: readonly string[]
+  projects: readonly string[]
+  targets: readonly string[]
   /** Status codes, batch numbers (shared by a delivered batch's records), attempts before this one. */
-  codes: readonly (number | null)[]; batches: readonly number[]; attempts: readonly number[]
+  codes: readonly (number | null)[]
+  batches: readonly number[]
+  attempts: readonly number[]
   /** What a Retry-After asked: a delay (ms) or a time. */
-  retry_after_ms: readonly (number | null)[]; retry_at: readonly (Date | null)[]
+  retry_after_ms: readonly (number | null)[]
+  retry_at: readonly (Date | null)[]
   retry_after_cap_ms: number
-  breaker_threshold: number; probe_ms: number; probe_cap_ms: number
+  breaker_threshold: number
+  probe_ms: number
+  probe_cap_ms: number
   /** Retry delays are stretched by up to this fraction at random. */
   jitter: number
   /** Whether to write the projects' dispatch progress. */
   progress: boolean
   /** Failure kinds (lib/kinds.ts; null for a success), what misconfigured the target, the batch size to split to. */
-  kinds: readonly (string | null)[]; details: readonly (string | null)[]; split_to: readonly (number | null)[]
+  kinds: readonly (string | null)[]
+  details: readonly (string | null)[]
+  split_to: readonly (number | null)[]
 }
 
 /** The general record (see {@link recordAttempts}); test/fixtures/sql/record.sql holds it whole, as sent. */
 export const RECORD = named<RecordParams>()(
-  ['ids', 'leases', 'ok', 'entries', 'max_attempts', 'interval_ms', 'backoff_cap_ms', 'projects', 'targets', 'codes', 'batches', 'attempts',
-    'retry_after_ms', 'retry_at', 'retry_after_cap_ms', 'breaker_threshold', 'probe_ms', 'probe_cap_ms', 'jitter', 'progress', 'kinds', 'details', 'split_to'],
+  [
+    'ids',
+    'leases',
+    'ok',
+    'entries',
+    'max_attempts',
+    'interval_ms',
+    'backoff_cap_ms',
+    'projects',
+    'targets',
+    'codes',
+    'batches',
+    'attempts',
+    'retry_after_ms',
+    'retry_at',
+    'retry_after_cap_ms',
+    'breaker_threshold',
+    'probe_ms',
+    'probe_cap_ms',
+    'jitter',
+    'progress',
+    'kinds',
+    'details',
+    'split_to',
+  ],
   `WITH u AS MATERIALIZED (
     -- Per target, what this statement saw: answered (an event delivered, or an answer that rejects
     -- events: the target works), gone (a 410), misconfigured (what it answered that needs an operator).
@@ -173,8 +213,15 @@ export const RECORD_SQL = RECORD.text
  * (one per id). test/fixtures/sql/record_ok.sql holds it whole, as sent.
  */
 export const RECORD_OK = named<{
-  ids: readonly string[]; leases: readonly string[]; pair_projects: readonly string[]; pair_targets: readonly string[]
-  breaker_threshold: number; probe_ms: number; probe_cap_ms: number; progress: boolean; projects: readonly string[]
+  ids: readonly string[]
+  leases: readonly string[]
+  pair_projects: readonly string[]
+  pair_targets: readonly string[]
+  breaker_threshold: number
+  probe_ms: number
+  probe_cap_ms: number
+  progress: boolean
+  projects: readonly string[]
 }>()(
   ['ids', 'leases', 'pair_projects', 'pair_targets', 'breaker_threshold', 'probe_ms', 'probe_cap_ms', 'progress', 'projects'],
   `WITH ev AS (
@@ -214,7 +261,12 @@ export const RECORD_OK_SQL = RECORD_OK.text
  * dispatch progress of the projects it changed rows of. Returns the rows it changed. Outcomes that are
  * all successes go through {@link RECORD_OK}, which does the same for them at less cost.
  */
-export async function recordAttempts(db: Queryable, records: readonly AttemptRecord[], settings: RecordSettings = DEFAULT_RECORD_SETTINGS, { progress = false }: { progress?: boolean } = {}): Promise<RecordedRow[]> {
+export async function recordAttempts(
+  db: Queryable,
+  records: readonly AttemptRecord[],
+  settings: RecordSettings = DEFAULT_RECORD_SETTINGS,
+  { progress = false }: { progress?: boolean } = {},
+): Promise<RecordedRow[]> {
   if (records.length === 0) return []
   if (records.every(r => r.outcome.ok)) {
     // One record per project and target: the statement only needs the pairs.
@@ -234,7 +286,11 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
     })
     return rows
   }
-  const { rows } = await db.query<RecordedRow>({ name: 'actions_record', text: RECORD.text, values: RECORD.values(recordParams(records, settings, progress)) })
+  const { rows } = await db.query<RecordedRow>({
+    name: 'actions_record',
+    text: RECORD.text,
+    values: RECORD.values(recordParams(records, settings, progress)),
+  })
   return rows
 }
 
@@ -244,8 +300,16 @@ export async function recordAttempts(db: Queryable, records: readonly AttemptRec
  * can make it fail. The attempt counts and the entry says why it is bare (`error_message`).
  */
 export const RECORD_MINIMAL = named<{
-  id: string; lease: string; project: string; ok: boolean; code: number | null
-  max_attempts: number; interval_ms: number; backoff_cap_ms: number; error_message: string; duration_ms: number
+  id: string
+  lease: string
+  project: string
+  ok: boolean
+  code: number | null
+  max_attempts: number
+  interval_ms: number
+  backoff_cap_ms: number
+  error_message: string
+  duration_ms: number
 }>()(
   ['id', 'lease', 'project', 'ok', 'code', 'max_attempts', 'interval_ms', 'backoff_cap_ms', 'error_message', 'duration_ms'],
   `UPDATE actions_event e SET
@@ -266,10 +330,20 @@ export const RECORD_MINIMAL = named<{
 
 /** Records one attempt by {@link RECORD_MINIMAL}, with `errorMessage` (ours, never receiver text) as its entry. */
 export async function recordMinimal(db: Queryable, r: AttemptRecord, errorMessage: string): Promise<RecordedRow[]> {
-  const { rows } = await db.query<RecordedRow>(RECORD_MINIMAL.text, RECORD_MINIMAL.values({
-    id: r.id, lease: r.lease, project: r.project, ok: r.outcome.ok, code: r.outcome.code ?? null,
-    max_attempts: clampInt(r.maxAttempts, 1), interval_ms: clampInt(r.initialRepeatIntervalMs, 0), backoff_cap_ms: MAX_BACKOFF_MS,
-    error_message: errorMessage, duration_ms: clampInt(r.durationMs, 0),
-  }))
+  const { rows } = await db.query<RecordedRow>(
+    RECORD_MINIMAL.text,
+    RECORD_MINIMAL.values({
+      id: r.id,
+      lease: r.lease,
+      project: r.project,
+      ok: r.outcome.ok,
+      code: r.outcome.code ?? null,
+      max_attempts: clampInt(r.maxAttempts, 1),
+      interval_ms: clampInt(r.initialRepeatIntervalMs, 0),
+      backoff_cap_ms: MAX_BACKOFF_MS,
+      error_message: errorMessage,
+      duration_ms: clampInt(r.durationMs, 0),
+    }),
+  )
   return rows
 }

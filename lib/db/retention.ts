@@ -51,11 +51,14 @@ export const GIVE_UP = named<{ hours: number; limit: number }>()(
   ['hours', 'limit'],
   `WITH gave_up AS (
     UPDATE actions_event e SET state = 'failed', resolved_at = now(), last_state_change = now(),
-      log = ${appendedLog('e', `jsonb_build_object('ok', false, 'errorMessage',
+      log = ${appendedLog(
+        'e',
+        `jsonb_build_object('ok', false, 'errorMessage',
         'Gave up: the target has been paused since ' || to_char(h.paused_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
         || ' (' || CASE h.paused_reason WHEN 'failures' THEN 'down' WHEN 'gone' THEN 'misconfigured (410)'
                    WHEN 'misconfigured' THEN 'misconfigured (' || coalesce(h.pause_detail, '?') || ')' ELSE h.paused_reason END
-        || '), longer than PAUSED_GIVE_UP_HOURS')`)},
+        || '), longer than PAUSED_GIVE_UP_HOURS')`,
+      )},
       log_dropped = ${droppedAfterAppend('e')}
     FROM actions_target_health h
     WHERE e.id = ANY(ARRAY(

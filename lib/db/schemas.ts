@@ -78,7 +78,10 @@ export async function getCurrentSchema(db: Queryable, project: string): Promise<
  * and the project's variables (as fetchVariables in lib/db/variables.ts), read in one snapshot. As
  * two statements they were two of the seven or eight a short drain makes.
  */
-export async function getSchemaAndVariables(db: Queryable, project: string): Promise<{ stored: StoredSchema | undefined; variables: Map<string, string> }> {
+export async function getSchemaAndVariables(
+  db: Queryable,
+  project: string,
+): Promise<{ stored: StoredSchema | undefined; variables: Map<string, string> }> {
   const { rows } = await db.query<{ version: number | null; schema: string | null; names: string[] | null; vals: string[] | null }>({
     // Prepared once per connection: read by every drain.
     name: 'actions_drain_start',
@@ -92,7 +95,8 @@ export async function getSchemaAndVariables(db: Queryable, project: string): Pro
   const row = rows[0]
   // Values are secrets: never logged.
   const variables = new Map((row?.names ?? []).map((name, i) => [name, row?.vals?.[i] ?? '']))
-  const stored = row && row.version !== null && row.schema !== null ? { version: row.version, schema: parsedStoredSchema(row.schema) } : undefined
+  const stored =
+    row && row.version !== null && row.schema !== null ? { version: row.version, schema: parsedStoredSchema(row.schema) } : undefined
   return { stored, variables }
 }
 

@@ -34,7 +34,10 @@ type Missing<P, N extends readonly unknown[]> = Exclude<keyof P, N[number]>
  * mixes in a positional `$n`.
  */
 export function named<P extends object>() {
-  return <const N extends readonly (keyof P & string)[]>(names: N, text: [Missing<P, N>] extends [never] ? string : { missing: Missing<P, N> }): Statement<P> => {
+  return <const N extends readonly (keyof P & string)[]>(
+    names: N,
+    text: [Missing<P, N>] extends [never] ? string : { missing: Missing<P, N> },
+  ): Statement<P> => {
     if (typeof text !== 'string') throw new TypeError('named(): a parameter of the type is not in the list')
     return compile<P>(names, text)
   }

@@ -58,23 +58,30 @@ function parseNetwork(text: string): Network | undefined {
 export function parseNetworks(list: string): { networks: Network[]; invalid: number[] } {
   const networks: Network[] = []
   const invalid: number[] = []
-  list.split(/[\s,]+/).filter(Boolean).forEach((entry, i) => {
-    const n = parseNetwork(entry)
-    if (n) networks.push(n)
-    else invalid.push(i + 1)
-  })
+  list
+    .split(/[\s,]+/)
+    .filter(Boolean)
+    .forEach((entry, i) => {
+      const n = parseNetwork(entry)
+      if (n) networks.push(n)
+      else invalid.push(i + 1)
+    })
   return { networks, invalid }
 }
 
 /** Never a webhook receiver: this host, private networks, the metadata service, and ranges that are not unicast internet. */
 const BLOCKED = [
   '0.0.0.0/8', // "this network", 0.0.0.0 reaches the local host
-  '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', // RFC 1918 private
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16', // RFC 1918 private
   '100.64.0.0/10', // carrier-grade NAT, private to the provider
   '127.0.0.0/8', // loopback
   '169.254.0.0/16', // link-local, holds the cloud metadata service 169.254.169.254
   '192.0.0.0/24', // IETF protocol assignments
-  '192.0.2.0/24', '198.51.100.0/24', '203.0.113.0/24', // documentation
+  '192.0.2.0/24',
+  '198.51.100.0/24',
+  '203.0.113.0/24', // documentation
   '192.88.99.0/24', // deprecated 6to4 relay anycast
   '198.18.0.0/15', // benchmarking
   '224.0.0.0/4', // multicast
@@ -83,9 +90,11 @@ const BLOCKED = [
   '64:ff9b:1::/48', // local-use NAT64
   '100::/64', // discard-only
   '2001::/23', // IETF protocol assignments: Teredo (hides an IPv4 we cannot check), benchmarking, ORCHID
-  '2001:db8::/32', '3fff::/20', // documentation
+  '2001:db8::/32',
+  '3fff::/20', // documentation
   'fc00::/7', // unique-local
-  'fe80::/10', 'fec0::/10', // link-local, deprecated site-local
+  'fe80::/10',
+  'fec0::/10', // link-local, deprecated site-local
   'ff00::/8', // multicast
 ].map(text => {
   const n = parseNetwork(text)
@@ -138,19 +147,23 @@ export function egressDecision(allowed: readonly Network[]): (address: string) =
 /** Every address a name resolves to. */
 export type Lookup = (hostname: string) => Promise<string[]>
 
-const systemLookup: Lookup = hostname => new Promise((resolve, reject) => {
-  dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => {
-    if (err) reject(err)
-    else resolve(addresses.map(a => a.address))
+const systemLookup: Lookup = hostname =>
+  new Promise((resolve, reject) => {
+    dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => {
+      if (err) reject(err)
+      else resolve(addresses.map(a => a.address))
+    })
   })
-})
 
 /**
  * An undici `connect` that refuses destinations the guard does not allow, before any socket opens.
  * Names are resolved here (IP literals are checked as they are: undici never resolves them), and the
  * socket goes to the first allowed address; the Host header and TLS SNI still carry the name.
  */
-export function guardedConnector(allowed: readonly Network[], opts: { connect?: buildConnector.connector; lookup?: Lookup } = {}): buildConnector.connector {
+export function guardedConnector(
+  allowed: readonly Network[],
+  opts: { connect?: buildConnector.connector; lookup?: Lookup } = {},
+): buildConnector.connector {
   const connect = opts.connect ?? buildConnector({})
   const lookup = opts.lookup ?? systemLookup
   const allows = egressDecision(allowed)

@@ -15,7 +15,10 @@ export type Reply = Pick<HttpResponse, 'body' | 'truncated' | 'undecodable'>
 const MAX_CONTENT_CODINGS = 5
 // As undici's fetch decodes: lenient about a stream cut short without its trailer, as browsers and curl are.
 const ZLIB_OPTIONS: zlib.ZlibOptions = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }
-const BROTLI_OPTIONS: zlib.BrotliOptions = { flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }
+const BROTLI_OPTIONS: zlib.BrotliOptions = {
+  flush: zlib.constants.BROTLI_OPERATION_FLUSH,
+  finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH,
+}
 // The codings fetch decodes (a Map: the name is the receiver's, so no lookup may reach a prototype).
 const DECODERS = new Map<string, () => Transform>([
   ['gzip', () => zlib.createGunzip(ZLIB_OPTIONS)],
@@ -35,14 +38,20 @@ export function readReply(body: Dispatcher.ResponseData['body'], contentEncoding
   const decoders = decodersFor(Array.isArray(contentEncoding) ? contentEncoding.join(',') : contentEncoding)
   if (decoders === undefined) {
     // Read, bounded, only to tell an empty body (which needs no decoding) from one that cannot be read.
-    return readBounded(body, () => body.destroy())
-      .then((r): Reply => r.body === '' && !r.truncated ? r : { body: '', truncated: false, undecodable: 'unsupported content encoding' })
+    return readBounded(body, () => body.destroy()).then((r): Reply =>
+      r.body === '' && !r.truncated ? r : { body: '', truncated: false, undecodable: 'unsupported content encoding' },
+    )
   }
   if (decoders.length === 0) return readBounded(body, () => body.destroy())
   // Whichever stream fails first says what failed: the reply (reset, the deadline's abort) or a decoder.
   let failed: 'reply' | 'decoder' | undefined
-  body.on('error', () => { failed ??= 'reply' })
-  for (const d of decoders) d.on('error', () => { failed ??= 'decoder' })
+  body.on('error', () => {
+    failed ??= 'reply'
+  })
+  for (const d of decoders)
+    d.on('error', () => {
+      failed ??= 'decoder'
+    })
   // The pipeline destroys every stream once one fails or closes early; its own error is read below.
   pipeline([body, ...decoders], () => {})
   const last = decoders[decoders.length - 1] ?? body
@@ -63,7 +72,11 @@ export function readReply(body: Dispatcher.ResponseData['body'], contentEncoding
  * known or there are too many.
  */
 function decodersFor(contentEncoding: string): Transform[] | undefined {
-  const codings = contentEncoding.toLowerCase().split(',').map(c => c.trim()).filter(c => c !== '' && c !== 'identity')
+  const codings = contentEncoding
+    .toLowerCase()
+    .split(',')
+    .map(c => c.trim())
+    .filter(c => c !== '' && c !== 'identity')
   if (codings.length > MAX_CONTENT_CODINGS) return undefined
   const makers: Array<() => Transform> = []
   for (const coding of codings) {
@@ -116,7 +129,7 @@ function readBounded(source: Readable, stop: () => void): Promise<Reply> {
     const chunks: Buffer[] = []
     let size = 0
     let done = false
-    const text = () => chunks.length === 0 ? '' : withoutBom(Buffer.concat(chunks).toString('utf8'))
+    const text = () => (chunks.length === 0 ? '' : withoutBom(Buffer.concat(chunks).toString('utf8')))
     source.on('data', (chunk: Buffer | string) => {
       if (done) return
       const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk)

@@ -45,7 +45,13 @@ export type HttpResponse = {
  * gets an outcome. Receiver text in outcomes is redacted and bounded for storage; warnings name the
  * target and event ids, and quote receiver text only as a short redacted excerpt.
  */
-export function interpretResponse(res: HttpResponse, eventIds: readonly string[], target: string, log: Logger, redact: Redactor = noRedaction): Map<string, Outcome> {
+export function interpretResponse(
+  res: HttpResponse,
+  eventIds: readonly string[],
+  target: string,
+  log: Logger,
+  redact: Redactor = noRedaction,
+): Map<string, Outcome> {
   const all = (o: Outcome) => {
     const outcome: Outcome = o.ok ? o : { ...o, wholeBatch: true }
     return new Map(eventIds.map(id => [id, outcome]))
@@ -57,9 +63,21 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
     return all({ ok: false, code: res.status, errorMessage: `Invalid response: ${problem}`, response: stored(), kind: 'rejected' })
   }
   if (res.status < 200 || res.status >= 300) {
-    log.warn('Webhook target responded with an error status', { target, status: res.status, statusText: excerpt(res.statusText, redact), events: eventIds })
+    log.warn('Webhook target responded with an error status', {
+      target,
+      status: res.status,
+      statusText: excerpt(res.statusText, redact),
+      events: eventIds,
+    })
     const retryAfter = RETRY_AFTER_STATUSES.has(res.status) ? parseRetryAfter(res.retryAfter) : undefined
-    return all({ ok: false, code: res.status, errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact), response: stored(), kind: statusKind(res.status), ...(retryAfter ? { retryAfter } : {}) })
+    return all({
+      ok: false,
+      code: res.status,
+      errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact),
+      response: stored(),
+      kind: statusKind(res.status),
+      ...(retryAfter ? { retryAfter } : {}),
+    })
   }
   // Upstream: an empty body, or one whose content type does not mention JSON, means all delivered.
   // Only a JSON body has to be read, so only then does a body that cannot be decoded fail the attempt.
@@ -81,9 +99,20 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
   const inBatch = new Set(eventIds)
   const outside = [...failures.keys()].filter(id => !inBatch.has(id))
   if (outside.length) {
-    log.warn('Webhook target reported failures for event ids outside the batch', { target, status: res.status, unknownEventIds: outside.length, events: eventIds })
+    log.warn('Webhook target reported failures for event ids outside the batch', {
+      target,
+      status: res.status,
+      unknownEventIds: outside.length,
+      events: eventIds,
+    })
     // Upstream's text; the ids are the receiver's, so they are stored redacted and bounded, never logged.
-    return all({ ok: false, code: res.status, errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, redact), response: stored(), kind: 'rejected' })
+    return all({
+      ok: false,
+      code: res.status,
+      errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, redact),
+      response: stored(),
+      kind: 'rejected',
+    })
   }
   return reportedOutcomes(res.status, eventIds, failures, target, log, redact)
 }
@@ -91,19 +120,33 @@ export function interpretResponse(res: HttpResponse, eventIds: readonly string[]
 type Failure = { error: string | undefined; retry: boolean | undefined }
 
 /** Each event's outcome once the receiver's `failures` name only events of the batch: failed as reported, else delivered. */
-function reportedOutcomes(status: number, eventIds: readonly string[], failures: ReadonlyMap<string, Failure>, target: string, log: Logger, redact: Redactor): Map<string, Outcome> {
+function reportedOutcomes(
+  status: number,
+  eventIds: readonly string[],
+  failures: ReadonlyMap<string, Failure>,
+  target: string,
+  log: Logger,
+  redact: Redactor,
+): Map<string, Outcome> {
   const failedIds = eventIds.filter(id => failures.has(id))
   if (failedIds.length) log.warn('Webhook target reported failed events', { target, status, events: failedIds })
-  return new Map(eventIds.map((id): [string, Outcome] => {
-    const failure = failures.get(id)
-    if (!failure) return [id, { ok: true, code: status }]
-    const { error, retry } = failure
-    return [id, {
-      ok: false, code: status, errorMessage: error === undefined ? 'Reported failed by the target' : cleanText(error, STORED_ERROR_BYTES, redact),
-      // `"retry": false` (an extension; upstream receivers never send it): the event fails at once.
-      kind: retry === false ? 'final' : 'rejected',
-    }]
-  }))
+  return new Map(
+    eventIds.map((id): [string, Outcome] => {
+      const failure = failures.get(id)
+      if (!failure) return [id, { ok: true, code: status }]
+      const { error, retry } = failure
+      return [
+        id,
+        {
+          ok: false,
+          code: status,
+          errorMessage: error === undefined ? 'Reported failed by the target' : cleanText(error, STORED_ERROR_BYTES, redact),
+          // `"retry": false` (an extension; upstream receivers never send it): the event fails at once.
+          kind: retry === false ? 'final' : 'rejected',
+        },
+      ]
+    }),
+  )
 }
 
 /**
@@ -161,6 +204,13 @@ function httpDate(...parts: Array<string | undefined>): RetryAfter | undefined {
   if (mon < 0 || y === undefined || d === undefined || h === undefined || mi === undefined || s === undefined) return undefined
   const at = new Date(Date.UTC(y, mon, d, h, mi, s))
   // Date.UTC rolls 31 Feb over into March: such a date is malformed, not a different day.
-  if (Number.isNaN(at.getTime()) || at.getUTCDate() !== d || at.getUTCHours() !== h || at.getUTCMinutes() !== mi || at.getUTCSeconds() !== s) return undefined
+  if (
+    Number.isNaN(at.getTime()) ||
+    at.getUTCDate() !== d ||
+    at.getUTCHours() !== h ||
+    at.getUTCMinutes() !== mi ||
+    at.getUTCSeconds() !== s
+  )
+    return undefined
   return { at }
 }

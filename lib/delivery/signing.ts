@@ -23,16 +23,23 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/
  * Reads the secrets a target's `signingSecret` (`{{NAME}}`) names. Undefined keys: the target does
  * not sign. Messages name the variable, never its value.
  */
-export function signingKeys(reference: string | undefined, variables: ReadonlyMap<string, string>): { ok: true; keys?: SigningKeys } | { ok: false; error: string } {
+export function signingKeys(
+  reference: string | undefined,
+  variables: ReadonlyMap<string, string>,
+): { ok: true; keys?: SigningKeys } | { ok: false; error: string } {
   if (reference === undefined) return { ok: true }
   const name = REFERENCE.exec(reference)?.[1]
   if (!name) return { ok: false, error: 'signingSecret must name a variable as {{NAME}}' }
   const secrets = (variables.get(name) ?? '').split(/\s+/).filter(Boolean)
   if (secrets.length === 0) return { ok: false, error: `Undefined signing secret variable ${name}` }
-  if (secrets.length > MAX_SIGNING_SECRETS) return { ok: false, error: `Signing secret variable ${name} holds more than ${MAX_SIGNING_SECRETS} secrets` }
+  if (secrets.length > MAX_SIGNING_SECRETS)
+    return { ok: false, error: `Signing secret variable ${name} holds more than ${MAX_SIGNING_SECRETS} secrets` }
   const keys = secrets.map(decodeSecret)
   if (keys.some(k => k === undefined)) {
-    return { ok: false, error: `Signing secret variable ${name} must hold ${SECRET_PREFIX} secrets of ${MIN_SECRET_BYTES} to ${MAX_SECRET_BYTES} bytes in base64, space-separated` }
+    return {
+      ok: false,
+      error: `Signing secret variable ${name} must hold ${SECRET_PREFIX} secrets of ${MIN_SECRET_BYTES} to ${MAX_SECRET_BYTES} bytes in base64, space-separated`,
+    }
   }
   return { ok: true, keys: keys.filter(k => k !== undefined) }
 }
@@ -59,7 +66,12 @@ export function generateSecret(bytes = GENERATED_SECRET_BYTES): string {
  */
 function webhookId(eventIds: readonly string[]): string {
   if (eventIds.length === 1 && eventIds[0] !== undefined) return eventIds[0]
-  return 'batch_' + createHash('sha256').update([...eventIds].sort().join(',')).digest('hex')
+  return (
+    'batch_' +
+    createHash('sha256')
+      .update([...eventIds].sort().join(','))
+      .digest('hex')
+  )
 }
 
 /** The `webhook-signature` value: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` per key, space-separated. */
@@ -74,10 +86,21 @@ const SIGNATURE_HEADERS: ReadonlySet<string> = new Set(['webhook-id', 'webhook-t
  * The request headers with the three signature headers added when the target signs (ours replace
  * any the target set, whatever their case). The timestamp is this attempt's, in seconds.
  */
-export function withSignature(headers: Readonly<Record<string, string>>, keys: SigningKeys | undefined, eventIds: readonly string[], body: string | Buffer, nowMs = Date.now()): Readonly<Record<string, string>> {
+export function withSignature(
+  headers: Readonly<Record<string, string>>,
+  keys: SigningKeys | undefined,
+  eventIds: readonly string[],
+  body: string | Buffer,
+  nowMs = Date.now(),
+): Readonly<Record<string, string>> {
   if (!keys) return headers
   const id = webhookId(eventIds)
   const timestamp = Math.floor(nowMs / 1000)
   const kept = Object.entries(headers).filter(([name]) => !SIGNATURE_HEADERS.has(name.toLowerCase()))
-  return { ...Object.fromEntries(kept), 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': sign(keys, id, timestamp, body) }
+  return {
+    ...Object.fromEntries(kept),
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': sign(keys, id, timestamp, body),
+  }
 }

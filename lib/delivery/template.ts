@@ -59,7 +59,8 @@ function eventMeta(row: ClaimedEvent) {
 function eventJson(row: ClaimedEvent): string {
   const payload = compactJsonb(row.payload)
   // A stored payload is an object (enqueue checks it); anything else keeps the spread's behaviour too.
-  if (payload === undefined || !payload.startsWith('{')) return JSON.stringify({ meta: eventMeta(row), ...(JSON.parse(row.payload) as object) })
+  if (payload === undefined || !payload.startsWith('{'))
+    return JSON.stringify({ meta: eventMeta(row), ...(JSON.parse(row.payload) as object) })
   const meta = JSON.stringify(eventMeta(row))
   return payload === '{}' ? `{"meta":${meta}}` : `{"meta":${meta},${payload.slice(1)}`
 }

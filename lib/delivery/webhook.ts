@@ -23,7 +23,15 @@ export type Delivery = { outcomes: Map<string, Outcome>; durationMs: number }
  * replaces every current variable value of the project in receiver text before it is stored or logged.
  */
 export type Address =
-  | { ok: true; url: URL; origin: string; path: string; headers: Readonly<Record<string, string>>; redact: Redactor; signingKeys?: SigningKeys }
+  | {
+      ok: true
+      url: URL
+      origin: string
+      path: string
+      headers: Readonly<Record<string, string>>
+      redact: Redactor
+      signingKeys?: SigningKeys
+    }
   | { ok: false; error: string }
 
 /**
@@ -31,12 +39,19 @@ export type Address =
  * target, not per batch, and passes the one `redact` it built for all its targets (the same variables
  * make the same pattern); the result holds secrets and is never logged.
  */
-export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<string, string>, redact: Redactor = redactor(variables.values())): Address {
+export function addressTarget(
+  target: WebhookTarget,
+  variables: ReadonlyMap<string, string>,
+  redact: Redactor = redactor(variables.values()),
+): Address {
   let url: URL
   let headers: Record<string, string>
   try {
     url = new URL(substitute(target.url, variables))
-    headers = requestHeaders(Object.entries(target.headers ?? {}).map(([k, v]) => [k, substitute(v, variables)]), url.protocol === 'https:')
+    headers = requestHeaders(
+      Object.entries(target.headers ?? {}).map(([k, v]) => [k, substitute(v, variables)]),
+      url.protocol === 'https:',
+    )
   } catch (e) {
     return { ok: false, error: e instanceof UndefinedVariableError ? e.message : 'Invalid URL' }
   }
@@ -56,7 +71,11 @@ export function addressTarget(target: WebhookTarget, variables: ReadonlyMap<stri
  * and `Content-Type: application/json` always.
  */
 function requestHeaders(targetHeaders: ReadonlyArray<readonly [string, string]>, https: boolean): Record<string, string> {
-  const out = new Map<string, string>([['user-agent', USER_AGENT], ['accept', '*/*'], ['accept-encoding', https ? 'br, gzip, deflate' : 'gzip, deflate']])
+  const out = new Map<string, string>([
+    ['user-agent', USER_AGENT],
+    ['accept', '*/*'],
+    ['accept-encoding', https ? 'br, gzip, deflate' : 'gzip, deflate'],
+  ])
   const own = new Set<string>()
   for (const [name, value] of targetHeaders) {
     const key = name.toLowerCase()
@@ -75,11 +94,17 @@ export type Endpoint = { target: WebhookTarget; address: Address; timeoutMs: num
  * POSTs one batch to a webhook target and interprets the answer. Never throws for target trouble:
  * timeouts, refused connections and bad answers become failed outcomes. Nothing secret is logged.
  */
-export async function deliver(http: Dispatcher, { target, address, timeoutMs }: Endpoint, events: readonly ClaimedEvent[], log: Logger): Promise<Delivery> {
+export async function deliver(
+  http: Dispatcher,
+  { target, address, timeoutMs }: Endpoint,
+  events: readonly ClaimedEvent[],
+  log: Logger,
+): Promise<Delivery> {
   const ids = events.map(e => e.id)
   const started = performance.now()
   const finish = (outcomes: Map<string, Outcome>): Delivery => ({ outcomes, durationMs: Math.round(performance.now() - started) })
-  const failAll = (errorMessage: string, kind: FailureKind) => finish(new Map(ids.map(id => [id, { ok: false, errorMessage, kind, wholeBatch: true }])))
+  const failAll = (errorMessage: string, kind: FailureKind) =>
+    finish(new Map(ids.map(id => [id, { ok: false, errorMessage, kind, wholeBatch: true }])))
   if (!address.ok) {
     log.warn('Webhook target could not be addressed', { target: target.name, error: address.error, events: ids })
     // No request was made: an undefined variable, an invalid URL or scheme, a missing signing secret.
@@ -108,7 +133,13 @@ export async function deliver(http: Dispatcher, { target, address, timeoutMs }: 
  * a timer per request: a shared timer measured no cheaper on Node 22, `actions-b1`/`actions-b50`). A
  * failure is a value in our own words, with its kind.
  */
-async function exchange(http: Dispatcher, address: Extract<Address, { ok: true }>, ids: readonly string[], body: string | Buffer, timeoutMs: number): Promise<{ ok: true; res: HttpResponse } | { ok: false; error: string; kind: FailureKind }> {
+async function exchange(
+  http: Dispatcher,
+  address: Extract<Address, { ok: true }>,
+  ids: readonly string[],
+  body: string | Buffer,
+  timeoutMs: number,
+): Promise<{ ok: true; res: HttpResponse } | { ok: false; error: string; kind: FailureKind }> {
   const abort = new AbortController()
   let expired = false
   const timer = setTimeout(() => {
@@ -127,12 +158,17 @@ async function exchange(http: Dispatcher, address: Extract<Address, { ok: true }
       signal: abort.signal,
     })
     const retryAfter = r.headers['retry-after']
-    return { ok: true, res: {
-      status: r.statusCode, statusText: r.statusText || statusText(r.statusCode), contentType: contentType(r.headers['content-type']),
-      ...await readReply(r.body, r.headers['content-encoding']),
-      // Read on 429 and 503 only (response.ts); a repeated header is malformed, so it is ignored.
-      ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
-    } }
+    return {
+      ok: true,
+      res: {
+        status: r.statusCode,
+        statusText: r.statusText || statusText(r.statusCode),
+        contentType: contentType(r.headers['content-type']),
+        ...(await readReply(r.body, r.headers['content-encoding'])),
+        // Read on 429 and 503 only (response.ts); a repeated header is malformed, so it is ignored.
+        ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
+      },
+    }
   } catch (e) {
     const code = errorCode(e) ?? errorCode(e instanceof Error ? e.cause : undefined)
     if (expired) return { ok: false, error: `Timeout after ${timeoutMs} ms`, kind: 'down' }
@@ -145,12 +181,22 @@ async function exchange(http: Dispatcher, address: Extract<Address, { ok: true }
 /** Our own words for network failures: SDK and socket messages may quote the host and port. */
 function networkError(code: string | undefined): string {
   switch (code) {
-    case DESTINATION_NOT_ALLOWED_CODE: return DESTINATION_NOT_ALLOWED
-    case 'ECONNREFUSED': return 'Connection refused'
-    case 'ECONNRESET': case 'UND_ERR_SOCKET': return 'Connection reset'
-    case 'ENOTFOUND': case 'EAI_AGAIN': return 'Host not found'
-    case 'UND_ERR_HEADERS_TIMEOUT': case 'UND_ERR_BODY_TIMEOUT': case 'UND_ERR_CONNECT_TIMEOUT': return 'Timeout'
-    default: return code ? `Network error (${code})` : 'Network error'
+    case DESTINATION_NOT_ALLOWED_CODE:
+      return DESTINATION_NOT_ALLOWED
+    case 'ECONNREFUSED':
+      return 'Connection refused'
+    case 'ECONNRESET':
+    case 'UND_ERR_SOCKET':
+      return 'Connection reset'
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'Host not found'
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return 'Timeout'
+    default:
+      return code ? `Network error (${code})` : 'Network error'
   }
 }
 

@@ -29,7 +29,11 @@ export type AfterClaim = 'ready' | 'idle' | 'exhausted'
  */
 export function planClaim(book: ClaimBook, ready: readonly ResolvedTarget[]): ClaimPlan | 'wait' | 'exhausted' {
   const offered = offeredTargets(book, ready)
-  const want = Math.min(book.prefetch - book.queue.length, book.bytes.batchesThatFit(), offered.reduce((n, t) => n + t.maxBatches, 0))
+  const want = Math.min(
+    book.prefetch - book.queue.length,
+    book.bytes.batchesThatFit(),
+    offered.reduce((n, t) => n + t.maxBatches, 0),
+  )
   if (offered.length > 0 && want > 0) return { offered, want }
   return ready.length === 0 || offered.length > 0 ? 'exhausted' : 'wait'
 }
@@ -64,7 +68,13 @@ function offeredTargets({ queue, waits, empty, prefetch, perTarget }: ClaimBook,
  * back or every delivery ending), or exhausted when the budget cut it (only the next delivery to free
  * bytes is waited for).
  */
-export function judgeClaim(book: ClaimBook, claimed: ClaimResult, { offered, want }: ClaimPlan, budgetBytes: number, changedMeanwhile: boolean): AfterClaim {
+export function judgeClaim(
+  book: ClaimBook,
+  claimed: ClaimResult,
+  { offered, want }: ClaimPlan,
+  budgetBytes: number,
+  changedMeanwhile: boolean,
+): AfterClaim {
   const got = new Map<string, number>()
   for (const b of claimed.batches) got.set(b.target, (got.get(b.target) ?? 0) + 1)
   const full = claimed.batches.length >= want || offered.some(t => (got.get(t.name) ?? 0) >= t.maxBatches)

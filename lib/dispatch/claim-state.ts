@@ -28,7 +28,10 @@ const NEXT: Readonly<Record<ClaimQueueState, readonly ClaimQueueState[]>> = {
 /** A claim queue tried a change of state its table does not allow: a bug in Actions, never in the data it reads. */
 export class ClaimQueueStateError extends Error {
   override name = 'ClaimQueueStateError'
-  constructor(readonly from: ClaimQueueState, readonly to: ClaimQueueState) {
+  constructor(
+    readonly from: ClaimQueueState,
+    readonly to: ClaimQueueState,
+  ) {
     super(`Internal error: a claim queue cannot go from '${from}' to '${to}'`)
   }
 }

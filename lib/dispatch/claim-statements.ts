@@ -12,11 +12,20 @@ export type OfferedClaim = { result: ClaimResult; flow: Map<string, FlowOutcome>
  * that. Each leaves the other's targets waiting; the capped claim gets what the plain one left of the
  * batch count and the byte budget.
  */
-export async function claimOffered(db: pg.Pool, project: string, offered: readonly TargetClaimConfig[], want: number, limits: ClaimLimits): Promise<OfferedClaim> {
+export async function claimOffered(
+  db: pg.Pool,
+  project: string,
+  offered: readonly TargetClaimConfig[],
+  want: number,
+  limits: ClaimLimits,
+): Promise<OfferedClaim> {
   const capped = offered.filter(isCapped)
   const free = offered.filter(t => !isCapped(t))
   const names = (ts: readonly TargetClaimConfig[]) => ts.map(t => t.name)
-  const plain = free.length === 0 ? undefined : await claimBatches(db, project, free, want, { ...limits, waiting: [...limits.waiting, ...names(capped)] })
+  const plain =
+    free.length === 0
+      ? undefined
+      : await claimBatches(db, project, free, want, { ...limits, waiting: [...limits.waiting, ...names(capped)] })
   if (capped.length === 0) return { result: plain ?? { batches: [], unknownTarget: [], spent: [], lost: 0 }, flow: new Map() }
   const taken = plain?.batches.reduce((n, b) => n + b.bytes, 0) ?? 0
   const { result, flow } = await claimWithCaps(db, project, capped, Math.max(1, want - (plain?.batches.length ?? 0)), {

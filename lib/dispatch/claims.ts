@@ -60,7 +60,13 @@ export class ClaimQueue {
     this.runnable = all.filter(t => !t.heldBack)
     this.leftForTime = all.some(t => t.heldBack === 'too slow')
     this.bytes = new ByteBudget(input.maxClaimedBytes)
-    this.book = { queue: this.queue, bytes: this.bytes, waits: this.waits, empty: this.empty, ...queueDepth(this.runnable, input.concurrency) }
+    this.book = {
+      queue: this.queue,
+      bytes: this.bytes,
+      waits: this.waits,
+      empty: this.empty,
+      ...queueDepth(this.runnable, input.concurrency),
+    }
   }
 
   /** Where the queue is now (lib/dispatch/claim-state.ts). */

@@ -76,7 +76,10 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
     if (run.failure ?? run.claims.error) throw run.failure ?? run.claims.error
   } finally {
     // A drain that ends (or fails) hands its unstarted claims back at once instead of leaving them to their leases.
-    if (run.claims.queued > 0) await run.claims.stop().catch(error => run.log.error('Could not release unstarted claims; they become due when their leases end', { error }))
+    if (run.claims.queued > 0)
+      await run.claims
+        .stop()
+        .catch(error => run.log.error('Could not release unstarted claims; they become due when their leases end', { error }))
     // Whatever was delivered is written, even when the drain stops on an error.
     await run.recorder.flush()
     await emitOps(deps, run.ops.splice(0))
@@ -97,11 +100,36 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
   const targets = resolveTargets({
     // By key: a target's `name` may differ from it, and events name their target by key.
     targets: Object.entries(stored?.schema.targets ?? {}).map(([key, t]) => (t.name === key ? t : { ...t, name: key })),
-    variables, config: deps.config, remainingMs: opts.remainingMs(), log, metrics,
+    variables,
+    config: deps.config,
+    remainingMs: opts.remainingMs(),
+    log,
+    metrics,
   })
-  const result: DrainResult = { succeeded: 0, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, batches: 0, stop: 'idle', signal: 'none' }
+  const result: DrainResult = {
+    succeeded: 0,
+    retried: 0,
+    failedAfterAttempt: 0,
+    failedUnknownTarget: 0,
+    batches: 0,
+    stop: 'idle',
+    signal: 'none',
+  }
   // `ops`: operational events of this drain (lib/ops.ts), enqueued into OPS_PROJECT when it ends.
-  const shared: RunBase = { deps, project, opts, log, metrics, targets, result, startedAt: performance.now(), deliveryDone: deferred(), sliced: false, keys: { resolved: false }, ops: [] }
+  const shared: RunBase = {
+    deps,
+    project,
+    opts,
+    log,
+    metrics,
+    targets,
+    result,
+    startedAt: performance.now(),
+    deliveryDone: deferred(),
+    sliced: false,
+    keys: { resolved: false },
+    ops: [],
+  }
   // The recorder calls back only for outcomes added by a worker, once `run` exists.
   const recorder = createRecorder(deps.db, (rows, records) => afterRecord(run, rows, records), log, recordSettings(deps.config))
   const run: Run = { ...shared, recorder, claims: claimQueue(shared, recorder) }
@@ -113,7 +141,9 @@ function claimQueue(base: RunBase, recorder: Run['recorder']): ClaimQueue {
   // `base` is a copy of the run's fields: only its objects (keys, result) are shared with the run.
   const { deps, opts } = base
   const claims: ClaimQueue = new ClaimQueue({
-    db: deps.db, project: base.project, targets: base.targets,
+    db: deps.db,
+    project: base.project,
+    targets: base.targets,
     concurrency: deps.config.DISPATCH_CONCURRENCY,
     maxClaimedBytes: deps.config.DISPATCH_MAX_CLAIMED_BYTES,
     fits: t => opts.remainingMs() >= t.timeoutMs + deps.config.DISPATCH_TIME_MARGIN_MS,
@@ -136,7 +166,11 @@ function afterRecord(run: Run, rows: RecordedRow[], records: ReadonlyMap<string,
   claims.recorded(rows)
   const changes = targetHealthChanges(rows, log)
   for (const [paused, reason] of changes.paused) {
-    void claims.releaseTarget(paused).catch(error => log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }))
+    void claims
+      .releaseTarget(paused)
+      .catch(error =>
+        log.error('Could not release the claims of a paused target; they become due when their leases end', { target: paused, error }),
+      )
     run.ops.push({ kind: reason === 'failures' ? 'target.paused' : 'target.needs_operator', project, target: paused })
   }
   for (const resumed of changes.resumed) run.ops.push({ kind: 'target.resumed', project, target: resumed })
@@ -145,7 +179,9 @@ function afterRecord(run: Run, rows: RecordedRow[], records: ReadonlyMap<string,
 /** One of the drain's workers: takes turns until the drain is done or has failed. */
 async function worker(run: Run): Promise<void> {
   try {
-    while (!run.failure && await turn(run)) { /* next batch */ }
+    while (!run.failure && (await turn(run))) {
+      /* next batch */
+    }
   } catch (e) {
     run.failure ??= e
   }
@@ -170,7 +206,9 @@ async function turn(run: Run): Promise<boolean> {
     if (run.claims.delivering === 0) {
       // Before the drain ends: a key's next event, or a capped target's next batch, may be claimable
       // soon ({@link reclaim}). Every idle worker waits on the one attempt, so all go on if it brings work.
-      run.reclaim ??= reclaim(run).finally(() => { run.reclaim = undefined })
+      run.reclaim ??= reclaim(run).finally(() => {
+        run.reclaim = undefined
+      })
       return run.reclaim
     }
     await run.deliveryDone.promise
@@ -180,7 +218,14 @@ async function turn(run: Run): Promise<boolean> {
     // A rate-capped target's requests start one interval apart (lib/db/flow.ts), whichever drain sends them.
     const wait = (next.startAt ?? 0) - performance.now()
     if (wait > 0) await sleep(wait)
-    const records = await deliverBatch({ deps: run.deps, project: run.project, claimed: next, log: run.log, metrics: run.metrics, onBatch: run.opts.onBatch })
+    const records = await deliverBatch({
+      deps: run.deps,
+      project: run.project,
+      claimed: next,
+      log: run.log,
+      metrics: run.metrics,
+      onBatch: run.opts.onBatch,
+    })
     // "Slow down" holds the whole target here at once (set before any await: no other worker sends to
     // it meanwhile); the record holds it for every other drain.
     const hold = retryAfterMs(records, run.deps.config.RETRY_AFTER_MAX_MS)
@@ -236,6 +281,8 @@ type Deferred = { promise: Promise<void>; resolve: () => void }
 /** A promise with its resolver (Promise.withResolvers needs Node 22). */
 function deferred(): Deferred {
   let resolve = () => {}
-  const promise = new Promise<void>(r => { resolve = r })
+  const promise = new Promise<void>(r => {
+    resolve = r
+  })
   return { promise, resolve }
 }

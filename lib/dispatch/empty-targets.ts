@@ -30,7 +30,12 @@ export class EmptyTargets {
    * or by the byte budget) or the target's caps cut it (`capped`: it has more, asked when they allow).
    * A target that got batches had work.
    */
-  afterClaim(offered: readonly TargetClaimConfig[], got: ReadonlyMap<string, number>, mayHideMore: boolean, capped: (target: string) => boolean): void {
+  afterClaim(
+    offered: readonly TargetClaimConfig[],
+    got: ReadonlyMap<string, number>,
+    mayHideMore: boolean,
+    capped: (target: string) => boolean,
+  ): void {
     const now = performance.now()
     for (const t of offered) {
       const n = got.get(t.name) ?? 0

@@ -10,7 +10,10 @@ export function reportTargetHealth(rows: readonly RecordedRow[], log: Logger): s
 }
 
 /** {@link reportTargetHealth}, returning the targets paused (with why) and resumed. */
-export function targetHealthChanges(rows: readonly RecordedRow[], log: Logger): { paused: Array<[string, NonNullable<RecordedRow['target_paused']>]>; resumed: string[] } {
+export function targetHealthChanges(
+  rows: readonly RecordedRow[],
+  log: Logger,
+): { paused: Array<[string, NonNullable<RecordedRow['target_paused']>]>; resumed: string[] } {
   const paused = new Map<string, NonNullable<RecordedRow['target_paused']>>()
   const resumed = new Set<string>()
   for (const row of rows) {
@@ -18,8 +21,13 @@ export function targetHealthChanges(rows: readonly RecordedRow[], log: Logger): 
     else if (row.target_resumed) resumed.add(row.target)
   }
   for (const [target, reason] of paused) {
-    if (reason === 'gone') log.error('Webhook target answered 410 Gone: paused until an operator resumes it; its events wait', { target, reason })
-    else if (reason === 'misconfigured') log.error('Webhook target is misconfigured (see targets list): paused until an operator resumes it; its events wait', { target, reason })
+    if (reason === 'gone')
+      log.error('Webhook target answered 410 Gone: paused until an operator resumes it; its events wait', { target, reason })
+    else if (reason === 'misconfigured')
+      log.error('Webhook target is misconfigured (see targets list): paused until an operator resumes it; its events wait', {
+        target,
+        reason,
+      })
     else log.warn('Webhook target paused after failing: its events wait, a probe batch tests it at growing intervals', { target, reason })
   }
   for (const target of resumed) log.info('Webhook target resumed: a delivery succeeded, its events drain again', { target })

@@ -21,7 +21,12 @@ const NO_PROGRESS_DELAY_SECONDS = 5
  * covers it. Events of `held` targets are not work a signal could move. A drain that moved nothing
  * never asks for an immediate successor.
  */
-export async function leaveSignal(deps: Deps, project: string, { stop, progressed, held }: { stop: DrainStop; progressed: boolean; held: readonly string[] }, log: Logger): Promise<LeftSignal> {
+export async function leaveSignal(
+  deps: Deps,
+  project: string,
+  { stop, progressed, held }: { stop: DrainStop; progressed: boolean; held: readonly string[] },
+  log: Logger,
+): Promise<LeftSignal> {
   try {
     if (stop !== 'idle') {
       if (!(await hasDueEvents(deps.db, project, held))) return 'none'

@@ -30,7 +30,14 @@ export type BatchDelivery = {
 }
 
 /** Delivers one claimed batch and returns its attempt records, one per event; never throws for target trouble. */
-export async function deliverBatch({ deps, project, claimed: { batch, target }, log, metrics, onBatch }: BatchDelivery): Promise<AttemptRecord[]> {
+export async function deliverBatch({
+  deps,
+  project,
+  claimed: { batch, target },
+  log,
+  metrics,
+  onBatch,
+}: BatchDelivery): Promise<AttemptRecord[]> {
   let outcomes: Map<string, Outcome>
   let durationMs = 0
   try {
@@ -50,7 +57,9 @@ export async function deliverBatch({ deps, project, claimed: { batch, target }, 
     return {
       id: e.id,
       lease: e.lease,
-      project, target: target.name, attempts: e.num_retries,
+      project,
+      target: target.name,
+      attempts: e.num_retries,
       outcome,
       durationMs,
       maxAttempts: target.maxAttempts,
@@ -78,7 +87,13 @@ export function retryAfterMs(records: readonly AttemptRecord[], capMs: number): 
 }
 
 /** Counts recorded outcomes into the tally and the metrics; logs each event that failed for good. */
-export function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>, tally: Tally, metrics: ProjectMetrics, log: Logger): void {
+export function countRecorded(
+  rows: RecordedRow[],
+  records: ReadonlyMap<string, AttemptRecord>,
+  tally: Tally,
+  metrics: ProjectMetrics,
+  log: Logger,
+): void {
   let succeeded = 0
   let retried = 0
   let failed = 0
@@ -89,7 +104,10 @@ export function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, 
       failed++
       const outcome = records.get(row.id)?.outcome
       log.error('Action event failed permanently, no attempts left', {
-        eventId: row.id, target: row.target, trigger: row.trigger, attempts: row.num_retries,
+        eventId: row.id,
+        target: row.target,
+        trigger: row.trigger,
+        attempts: row.num_retries,
         code: outcome && !outcome.ok ? outcome.code : undefined,
         // Receiver text (a reason phrase, `failures[].error`), already redacted: a log line quotes an excerpt only.
         errorMessage: outcome && !outcome.ok ? excerpt(outcome.errorMessage) : undefined,
@@ -108,15 +126,31 @@ export function countRecorded(rows: RecordedRow[], records: ReadonlyMap<string, 
  * Counts and logs what the claim failed or counted: events whose target is not in the schema, events
  * whose lost attempt (a lease that ran out unrecorded) was their last, and every lost attempt.
  */
-export function failedByClaim({ unknownTarget, spent, lost }: Pick<ClaimResult, 'unknownTarget' | 'spent' | 'lost'>, tally: Tally, metrics: ProjectMetrics, log: Logger): void {
+export function failedByClaim(
+  { unknownTarget, spent, lost }: Pick<ClaimResult, 'unknownTarget' | 'spent' | 'lost'>,
+  tally: Tally,
+  metrics: ProjectMetrics,
+  log: Logger,
+): void {
   for (const row of unknownTarget) {
     // Never retried: the schema has to name the target again before such an event can be delivered.
-    log.error('Action event failed permanently, its target is not in the schema', { eventId: row.id, target: row.target, trigger: row.trigger })
+    log.error('Action event failed permanently, its target is not in the schema', {
+      eventId: row.id,
+      target: row.target,
+      trigger: row.trigger,
+    })
   }
   for (const row of spent) {
-    log.error('Action event failed permanently, no attempts left', { eventId: row.id, target: row.target, trigger: row.trigger, attempts: row.num_retries, errorMessage: LEASE_EXPIRED })
+    log.error('Action event failed permanently, no attempts left', {
+      eventId: row.id,
+      target: row.target,
+      trigger: row.trigger,
+      attempts: row.num_retries,
+      errorMessage: LEASE_EXPIRED,
+    })
   }
-  if (lost > 0) log.warn('Counted attempts whose lease ran out before they were recorded', { attempts: lost, failedPermanently: spent.length })
+  if (lost > 0)
+    log.warn('Counted attempts whose lease ran out before they were recorded', { attempts: lost, failedPermanently: spent.length })
   tally.failedUnknownTarget += unknownTarget.length
   tally.failedAfterAttempt += spent.length
   metrics.deliveryAttemptFailed(lost)

@@ -46,7 +46,13 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
 export function parseSignal(body: string): string | undefined {
   try {
     const parsed: unknown = JSON.parse(body)
-    if (typeof parsed === 'object' && parsed !== null && 'project' in parsed && typeof parsed.project === 'string' && parsed.project.length > 0) {
+    if (
+      typeof parsed === 'object' &&
+      parsed !== null &&
+      'project' in parsed &&
+      typeof parsed.project === 'string' &&
+      parsed.project.length > 0
+    ) {
       return parsed.project
     }
   } catch {
@@ -62,9 +68,11 @@ function limiter<T>(items: readonly T[], limit: number) {
     waiting: () => todo.length,
     async map<R>(fn: (item: T) => Promise<R>): Promise<R[]> {
       const out: R[] = new Array(items.length)
-      await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
-        for (let job = todo.shift(); job; job = todo.shift()) out[job.i] = await fn(job.item)
-      }))
+      await Promise.all(
+        Array.from({ length: Math.min(limit, items.length) }, async () => {
+          for (let job = todo.shift(); job; job = todo.shift()) out[job.i] = await fn(job.item)
+        }),
+      )
       return out
     },
   }

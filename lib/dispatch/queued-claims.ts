@@ -4,7 +4,9 @@ import type { ResolvedTarget } from './resolve.js'
 
 /** A claimed batch waiting for (or under) delivery. */
 export type Claimed = {
-  batch: ClaimedBatch; target: ResolvedTarget; claimedAt: number
+  batch: ClaimedBatch
+  target: ResolvedTarget
+  claimedAt: number
   /** A rate-capped target's batch may not be sent before this (performance.now()); its worker waits. */
   startAt?: number
 }
@@ -117,7 +119,12 @@ export class QueuedClaims {
  * time; `strays` are those of a target not among `ready` or held now (a claim under way when its target
  * was held brings batches that must wait too), which the claim must hand back.
  */
-export function queueEntries(batches: readonly ClaimedBatch[], ready: readonly ResolvedTarget[], flow: ReadonlyMap<string, FlowOutcome>, isHeld: (target: string) => boolean): { kept: Claimed[]; strays: ClaimedBatch[] } {
+export function queueEntries(
+  batches: readonly ClaimedBatch[],
+  ready: readonly ResolvedTarget[],
+  flow: ReadonlyMap<string, FlowOutcome>,
+  isHeld: (target: string) => boolean,
+): { kept: Claimed[]; strays: ClaimedBatch[] } {
   const claimedAt = performance.now()
   const strays: ClaimedBatch[] = []
   const kept: Claimed[] = []

@@ -102,7 +102,9 @@ class Recorder {
     this.lingering = undefined
     this.urgent = false
     this.running = this.write()
-      .catch(e => { this.failure ??= e })
+      .catch(e => {
+        this.failure ??= e
+      })
       .finally(() => {
         this.running = undefined
         this.kick()
@@ -127,7 +129,13 @@ class Recorder {
  * records as written (an attempt no statement could record is in neither: its lease runs out and the
  * claim counts it).
  */
-export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Logger, settings?: RecordSettings, progress = false): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
+export async function recordAll(
+  db: Queryable,
+  batch: AttemptRecord[],
+  log?: Logger,
+  settings?: RecordSettings,
+  progress = false,
+): Promise<{ rows: RecordedRow[]; written: AttemptRecord[] }> {
   try {
     return { rows: await recordAttempts(db, batch, settings, { progress }), written: batch }
   } catch (e) {
@@ -157,7 +165,12 @@ export async function recordAll(db: Queryable, batch: AttemptRecord[], log?: Log
  * nothing is written and undefined returned: the event stays claimed until its lease runs out, and the
  * claim then counts the attempt (lib/db/claim.ts, LEASE_EXPIRED). Never throws for data.
  */
-export async function recordOne(db: Queryable, record: AttemptRecord, settings?: RecordSettings, log?: Logger): Promise<{ rows: RecordedRow[]; written: AttemptRecord } | undefined> {
+export async function recordOne(
+  db: Queryable,
+  record: AttemptRecord,
+  settings?: RecordSettings,
+  log?: Logger,
+): Promise<{ rows: RecordedRow[]; written: AttemptRecord } | undefined> {
   let refused: string | undefined
   try {
     return { rows: await recordAttempts(db, [record], settings), written: record }
@@ -165,16 +178,23 @@ export async function recordOne(db: Queryable, record: AttemptRecord, settings?:
     if (!refusedForData(e)) throw e
     refused = sqlState(e)
   }
-  const written: AttemptRecord = record.outcome.ok ? record : {
-    ...record, outcome: { ok: false, ...(record.outcome.code !== undefined ? { code: record.outcome.code } : {}), errorMessage: UNRECORDABLE },
-  }
+  const written: AttemptRecord = record.outcome.ok
+    ? record
+    : {
+        ...record,
+        outcome: { ok: false, ...(record.outcome.code !== undefined ? { code: record.outcome.code } : {}), errorMessage: UNRECORDABLE },
+      }
   try {
     const rows = await recordMinimal(db, record, UNRECORDABLE)
     log?.error('Could not record an attempt with its log entry; recorded a minimal one', { eventId: record.id, sqlState: refused })
     return { rows, written }
   } catch (e) {
     if (!refusedForData(e)) throw e
-    log?.error('Could not record an attempt at all; it is counted when its lease runs out', { eventId: record.id, sqlState: refused, minimalSqlState: sqlState(e) })
+    log?.error('Could not record an attempt at all; it is counted when its lease runs out', {
+      eventId: record.id,
+      sqlState: refused,
+      minimalSqlState: sqlState(e),
+    })
     return undefined
   }
 }

@@ -54,7 +54,10 @@ export function resolveTargets({ targets, variables, config, remainingMs, log, m
       log.warn('Target held back: its events wait, unclaimed', {
         // Cut: a name stored before names had a bound may be megabytes long.
         target: excerpt(target.name),
-        problems: problems.length > 0 ? problems : [`timeoutMs: ${timeoutMs} ms does not fit the ${Math.floor(remainingMs)} ms left in this invocation`],
+        problems:
+          problems.length > 0
+            ? problems
+            : [`timeoutMs: ${timeoutMs} ms does not fit the ${Math.floor(remainingMs)} ms left in this invocation`],
       })
     }
     out.set(target.name, {

@@ -38,7 +38,7 @@ function indexOf(schema: ActionsSchema): TriggerIndex {
   for (const [name, trigger] of Object.entries(schema.triggers)) {
     if (trigger.type !== 'basic') continue
     let byOperation = index.get(trigger.entity)
-    if (!byOperation) index.set(trigger.entity, byOperation = { create: [], update: [], delete: [] })
+    if (!byOperation) index.set(trigger.entity, (byOperation = { create: [], update: [], delete: [] }))
     const listener = { name, trigger }
     if (trigger.create) byOperation.create.push(listener)
     if (trigger.delete) byOperation.delete.push(listener)
@@ -57,9 +57,12 @@ function updateFires(trigger: BasicTrigger, m: Extract<Mutation, { operation: 'u
 
 function payloadOf(trigger: string, m: Mutation): JsonObject {
   switch (m.operation) {
-    case 'create': return { trigger, operation: 'create', entity: m.entity, id: m.id, values: m.values ?? {} }
-    case 'update': return { trigger, operation: 'update', entity: m.entity, id: m.id, values: m.values ?? {}, ...(m.old ? { old: m.old } : {}) }
-    case 'delete': return { trigger, operation: 'delete', entity: m.entity, id: m.id }
+    case 'create':
+      return { trigger, operation: 'create', entity: m.entity, id: m.id, values: m.values ?? {} }
+    case 'update':
+      return { trigger, operation: 'update', entity: m.entity, id: m.id, values: m.values ?? {}, ...(m.old ? { old: m.old } : {}) }
+    case 'delete':
+      return { trigger, operation: 'delete', entity: m.entity, id: m.id }
   }
 }
 

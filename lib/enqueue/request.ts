@@ -4,24 +4,35 @@ import { MAX_DEPTH, MAX_EVENTS_PER_REQUEST, MAX_NAME_BYTES, MAX_REQUEST_BYTES, n
 import { EnqueueValidationError } from './errors.js'
 
 // A project or trigger name: bounded in bytes (MAX_NAME_BYTES), so no name reaches an index it cannot fit.
-const name = z.string().min(1).refine(s => nameProblem('', s) === undefined, `expected a name of at most ${MAX_NAME_BYTES} bytes (UTF-8)`)
+const name = z
+  .string()
+  .min(1)
+  .refine(s => nameProblem('', s) === undefined, `expected a name of at most ${MAX_NAME_BYTES} bytes (UTF-8)`)
 
 // The request envelope. Payloads stay `unknown` here: each is parsed by its kind (named trigger or
 // mutation) once the envelope holds, so zod never walks a payload before its depth is known.
-export const enqueueRequestSchema = z.object({
-  project: name,
-  transactionId: z.uuid(),
-  stage: z.string().min(1).optional(),
-  identityId: z.uuid().optional(),
-  ipAddress: z.string().max(64).optional(),
-  userAgent: z.string().max(1024).optional(),
-  events: z.array(z.object({
-    id: z.uuid().optional(),
-    /** Omitted: the payload is a mutation, and enqueue finds the basic triggers it fires. */
-    trigger: name.optional(),
-    payload: z.unknown(),
-  }).strict()).max(MAX_EVENTS_PER_REQUEST, `expected at most ${MAX_EVENTS_PER_REQUEST} events`),
-}).strict()
+export const enqueueRequestSchema = z
+  .object({
+    project: name,
+    transactionId: z.uuid(),
+    stage: z.string().min(1).optional(),
+    identityId: z.uuid().optional(),
+    ipAddress: z.string().max(64).optional(),
+    userAgent: z.string().max(1024).optional(),
+    events: z
+      .array(
+        z
+          .object({
+            id: z.uuid().optional(),
+            /** Omitted: the payload is a mutation, and enqueue finds the basic triggers it fires. */
+            trigger: name.optional(),
+            payload: z.unknown(),
+          })
+          .strict(),
+      )
+      .max(MAX_EVENTS_PER_REQUEST, `expected at most ${MAX_EVENTS_PER_REQUEST} events`),
+  })
+  .strict()
 
 export type EnqueueRequest = z.input<typeof enqueueRequestSchema>
 export type ParsedRequest = z.output<typeof enqueueRequestSchema>
@@ -39,7 +50,8 @@ export function parseEnvelope(input: unknown): ParsedRequest {
   if (jsonProblems.length) throw new EnqueueValidationError(jsonProblems)
   // Safe now: the walk above bounded the nesting JSON.stringify recurses over.
   const bytes = Buffer.byteLength(JSON.stringify(input) ?? '')
-  if (bytes > MAX_REQUEST_BYTES) throw new EnqueueValidationError([`request: ${bytes} bytes serialized, expected at most ${MAX_REQUEST_BYTES}`])
+  if (bytes > MAX_REQUEST_BYTES)
+    throw new EnqueueValidationError([`request: ${bytes} bytes serialized, expected at most ${MAX_REQUEST_BYTES}`])
   const parsed = enqueueRequestSchema.safeParse(input)
   if (!parsed.success) throw new EnqueueValidationError(describeBounded(parsed.error.issues))
   const req = parsed.data

@@ -35,15 +35,19 @@ export async function enqueueWithin(db: Queryable, input: unknown): Promise<Enqu
   const current = await getCurrentSchema(db, req.project)
   if (!current) throw new EnqueueValidationError([`project: unknown project ${quote(req.project)} (no actions schema stored)`])
   const { events, unmatched } = prepare(req, current.schema)
-  const written = await insertNewEvents(db, {
-    project: req.project,
-    transactionId: req.transactionId,
-    stage: req.stage ?? null,
-    schemaVersion: current.version,
-    identityId: req.identityId ?? null,
-    ipAddress: req.ipAddress ?? null,
-    userAgent: req.userAgent ?? null,
-  }, events)
+  const written = await insertNewEvents(
+    db,
+    {
+      project: req.project,
+      transactionId: req.transactionId,
+      stage: req.stage ?? null,
+      schemaVersion: current.version,
+      identityId: req.identityId ?? null,
+      ipAddress: req.ipAddress ?? null,
+      userAgent: req.userAgent ?? null,
+    },
+    events,
+  )
   return { project: req.project, eventIds: events.map(e => e.id), written: written.length, unmatched }
 }
 
@@ -62,8 +66,12 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
   const add = (index: number, id: string, trigger: string, target: string, priority: number, payload: unknown, about: About) => {
     const payloadJson = JSON.stringify(payload)
     const bytes = Buffer.byteLength(payloadJson)
-    if (bytes > MAX_PAYLOAD_BYTES) problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
-    else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32) problems.push(`${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`)
+    if (bytes > MAX_PAYLOAD_BYTES)
+      problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
+    else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32)
+      problems.push(
+        `${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`,
+      )
     const ordered = (Object.hasOwn(schema.targets, target) ? schema.targets[target]?.ordering : undefined) !== 'none'
     events.push({ id, trigger, target, priority, payloadJson, orderKey: ordered ? orderKey(req.project, target, about) : null })
   }
@@ -73,9 +81,15 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
     if (e.trigger !== undefined) {
       // Own properties only: `constructor` or `toString` must be unknown triggers, not Object.prototype's.
       const trigger = Object.hasOwn(schema.triggers, e.trigger) ? schema.triggers[e.trigger] : undefined
-      if (!trigger) { problems.push(unknownTrigger(i, e.trigger)); continue }
+      if (!trigger) {
+        problems.push(unknownTrigger(i, e.trigger))
+        continue
+      }
       const parsed = eventPayloadSchema.safeParse(e.payload)
-      if (!parsed.success) { problems.push(...describeBounded(parsed.error.issues, base)); continue }
+      if (!parsed.success) {
+        problems.push(...describeBounded(parsed.error.issues, base))
+        continue
+      }
       if (parsed.data.trigger !== undefined && parsed.data.trigger !== e.trigger) {
         problems.push(`${formatPath([...base, 'trigger'])}: expected the event's trigger (the payload names another)`)
         continue
@@ -85,10 +99,22 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
       continue
     }
     const mutation = mutationSchema.safeParse(e.payload)
-    if (!mutation.success) { problems.push(...describeBounded(mutation.error.issues, base)); continue }
+    if (!mutation.success) {
+      problems.push(...describeBounded(mutation.error.issues, base))
+      continue
+    }
     const fired = fanOut(schema, mutation.data)
     if (fired.length === 0) unmatched.push(i)
-    for (const f of fired) add(i, e.id === undefined ? randomUUID() : derivedId(req.project, e.id, f.trigger), f.trigger, f.target, f.priority, f.payload, mutation.data)
+    for (const f of fired)
+      add(
+        i,
+        e.id === undefined ? randomUUID() : derivedId(req.project, e.id, f.trigger),
+        f.trigger,
+        f.target,
+        f.priority,
+        f.payload,
+        mutation.data,
+      )
     if (events.length > MAX_WRITTEN_EVENTS_PER_REQUEST) {
       problems.push(`events: the mutations fire more than ${MAX_WRITTEN_EVENTS_PER_REQUEST} events; split the request`)
       break
@@ -105,7 +131,9 @@ function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
  * parts are length-prefixed: no project or trigger name can make two different triples hash alike.
  */
 export function derivedId(project: string, id: string, trigger: string): string {
-  const h = createHash('sha1').update(`actions-mutation\n${project.length}:${project}\n${id.toLowerCase()}\n${trigger.length}:${trigger}`).digest()
+  const h = createHash('sha1')
+    .update(`actions-mutation\n${project.length}:${project}\n${id.toLowerCase()}\n${trigger.length}:${trigger}`)
+    .digest()
   h[6] = ((h[6] ?? 0) & 0x0f) | 0x50
   h[8] = ((h[8] ?? 0) & 0x3f) | 0x80
   const hex = h.subarray(0, 16).toString('hex')
@@ -121,6 +149,8 @@ type About = { entity: string; id: string | number }
  * tenant can make its key collide with another's. `1` and `"1"` are two ids, as they are two JSON values.
  */
 export function orderKey(project: string, target: string, { entity, id }: About): string {
-  const h = createHash('sha256').update(JSON.stringify([project, target, entity, id])).digest('hex')
+  const h = createHash('sha256')
+    .update(JSON.stringify([project, target, entity, id]))
+    .digest('hex')
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`
 }

@@ -24,7 +24,12 @@ export class PushError extends Error {
 }
 
 /** Sends a registry to a group: `replace` (PUT) drops the group's other metrics, otherwise POST replaces same-named ones. */
-export async function pushRegistry(baseUrl: string, registry: Registry, labels: Record<string, string>, opts: { replace: boolean; timeoutMs: number }): Promise<void> {
+export async function pushRegistry(
+  baseUrl: string,
+  registry: Registry,
+  labels: Record<string, string>,
+  opts: { replace: boolean; timeoutMs: number },
+): Promise<void> {
   const body = await registry.metrics()
   let res: Response
   try {
@@ -71,7 +76,10 @@ async function head(res: Response): Promise<string> {
 export async function deleteGroup(baseUrl: string, labels: Record<string, string>, timeoutMs: number): Promise<void> {
   let res: Response
   try {
-    res = await fetch(baseUrl.replace(/\/$/, '') + '/metrics' + groupPath(labels), { method: 'DELETE', signal: AbortSignal.timeout(timeoutMs) })
+    res = await fetch(baseUrl.replace(/\/$/, '') + '/metrics' + groupPath(labels), {
+      method: 'DELETE',
+      signal: AbortSignal.timeout(timeoutMs),
+    })
     // The answer's body is not needed; reading it to the end frees the connection (within the same timeout).
     await res.arrayBuffer()
   } catch (cause) {
@@ -93,7 +101,12 @@ export function createCounterPusher(config: Config, metrics: Metrics): CounterPu
     push: async log => {
       if (!config.PUSHGATEWAY_URL) return
       try {
-        await pushRegistry(config.PUSHGATEWAY_URL, metrics.registry, { job: COUNTERS_JOB, instance }, { replace: false, timeoutMs: config.PUSHGATEWAY_TIMEOUT_MS })
+        await pushRegistry(
+          config.PUSHGATEWAY_URL,
+          metrics.registry,
+          { job: COUNTERS_JOB, instance },
+          { replace: false, timeoutMs: config.PUSHGATEWAY_TIMEOUT_MS },
+        )
       } catch (error) {
         metrics.pushFailures.inc()
         log.warn('Could not push metrics to the Pushgateway', { error })
@@ -107,7 +120,12 @@ export async function pushSweeperGauges(config: Config, metrics: Metrics, gauges
   if (!config.PUSHGATEWAY_URL) return
   try {
     // Replace semantics: a project gone since the last pass loses its heartbeat series.
-    await pushRegistry(config.PUSHGATEWAY_URL, gauges.registry, { job: SWEEPER_JOB }, { replace: true, timeoutMs: config.PUSHGATEWAY_TIMEOUT_MS })
+    await pushRegistry(
+      config.PUSHGATEWAY_URL,
+      gauges.registry,
+      { job: SWEEPER_JOB },
+      { replace: true, timeoutMs: config.PUSHGATEWAY_TIMEOUT_MS },
+    )
   } catch (error) {
     metrics.pushFailures.inc()
     log.warn('Could not push sweeper gauges to the Pushgateway', { error })
@@ -139,7 +157,8 @@ export async function deleteStaleGroups(baseUrl: string, opts: StaleGroupOptions
     if (cause instanceof PushError) throw cause
     throw new PushError(`Pushgateway did not answer the group listing: ${cause instanceof Error ? cause.name : 'error'}`, { cause })
   }
-  const groups: PushgatewayGroup[] = typeof body === 'object' && body !== null && 'data' in body && Array.isArray(body.data) ? body.data : []
+  const groups: PushgatewayGroup[] =
+    typeof body === 'object' && body !== null && 'data' in body && Array.isArray(body.data) ? body.data : []
   const cutoff = Date.now() / 1000 - opts.maxAgeSeconds
   let deleted = 0
   for (const g of groups) {

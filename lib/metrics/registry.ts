@@ -42,7 +42,8 @@ export function createMetrics() {
     'Total number of drains of a contember_project that dispatch abandoned on an error (count; SQS redelivers the signal, the sweeper re-drives the events). Invocations killed by a Lambda timeout or out of memory cannot count themselves.',
   )
   const deliveryDuration = new Histogram({
-    registers, labelNames,
+    registers,
+    labelNames,
     name: 'contember_actions_delivery_duration_seconds',
     help: 'Duration of webhook delivery requests (one per batch) in seconds, by contember_project.',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
@@ -50,7 +51,7 @@ export function createMetrics() {
   const pushFailures = new Counter({
     registers,
     name: 'contember_actions_metrics_push_failed_total',
-    help: 'Total number of failed pushes of this environment\'s metrics to the Pushgateway (pushed with the next successful one).',
+    help: "Total number of failed pushes of this environment's metrics to the Pushgateway (pushed with the next successful one).",
   })
   const targetsHeld = counter(
     'contember_actions_targets_held_total',
@@ -63,11 +64,17 @@ export function createMetrics() {
 type ProjectCounter = Counter<ProjectLabel>
 
 /** The per-project recorders over the registry's series, so call sites never repeat the label. */
-function projectView(c: Record<'eventsEnqueued' | 'eventsSucceeded' | 'deliveryAttemptsFailed' | 'eventsFailed' | 'workerCrashed', ProjectCounter>, targetsHeld: ProjectCounter, deliveryDuration: Histogram<ProjectLabel>) {
+function projectView(
+  c: Record<'eventsEnqueued' | 'eventsSucceeded' | 'deliveryAttemptsFailed' | 'eventsFailed' | 'workerCrashed', ProjectCounter>,
+  targetsHeld: ProjectCounter,
+  deliveryDuration: Histogram<ProjectLabel>,
+) {
   return (project: string) => {
     const labels = { [PROJECT_LABEL]: project }
     // Zero increments would create a series with value 0 for every project touched; the seed avoids that.
-    const add = (counter: ProjectCounter) => (n: number) => { if (n > 0) counter.inc(labels, n) }
+    const add = (counter: ProjectCounter) => (n: number) => {
+      if (n > 0) counter.inc(labels, n)
+    }
     return {
       enqueued: add(c.eventsEnqueued),
       succeeded: add(c.eventsSucceeded),
@@ -88,34 +95,40 @@ export function createSweeperGauges() {
   const registry = new Registry()
   const registers = [registry]
   const heartbeat = new Gauge({
-    registers, labelNames: [PROJECT_LABEL],
+    registers,
+    labelNames: [PROJECT_LABEL],
     name: 'contember_actions_worker_heartbeat_timestamp_seconds',
     help: 'Unix timestamp in seconds, per contember_project, written by the sweeper: its pass time while nothing has been due for over a minute, otherwise the last time dispatch recorded an outcome for the project; stale means work waits and dispatch is stuck or dead.',
   })
   const dueEvents = new Gauge({
-    registers, labelNames: [PROJECT_LABEL, 'state'],
+    registers,
+    labelNames: [PROJECT_LABEL, 'state'],
     name: 'contember_actions_due_events',
     help: 'Number of events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
   })
   const oldestDueAge = new Gauge({
-    registers, labelNames: [PROJECT_LABEL],
+    registers,
+    labelNames: [PROJECT_LABEL],
     name: 'contember_actions_oldest_due_event_age_seconds',
     help: 'Age in seconds of the oldest event due for delivery (time since it became due), by contember_project.',
   })
   const failedEvents = new Gauge({
-    registers, labelNames: [PROJECT_LABEL],
+    registers,
+    labelNames: [PROJECT_LABEL],
     name: 'contember_actions_failed_events',
     help: 'Number of events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
   })
   // Series only while paused (replace semantics drop a resumed target's series): `target` is a name
   // from the schema, bounded by the number of targets, never a URL.
   const targetPaused = new Gauge({
-    registers, labelNames: [PROJECT_LABEL, 'target'],
+    registers,
+    labelNames: [PROJECT_LABEL, 'target'],
     name: 'contember_actions_target_paused',
     help: 'Paused targets: 1 while the target is paused by its circuit breaker, a 410 Gone or an operator (a flag; no series otherwise), by contember_project and target.',
   })
   const targetGone = new Gauge({
-    registers, labelNames: [PROJECT_LABEL, 'target'],
+    registers,
+    labelNames: [PROJECT_LABEL, 'target'],
     name: 'contember_actions_target_gone',
     help: 'Gone targets: 1 while the target is paused because it answered 410 Gone and waits for an operator (a flag; no series otherwise), by contember_project and target.',
   })
@@ -123,12 +136,14 @@ export function createSweeperGauges() {
   // the due gauges above and counted here (issue 23), with why it is paused from a fixed set
   // (`down`: the breaker probes it; `misconfigured`: it needs an operator; `operator`: paused by one).
   const pausedEvents = new Gauge({
-    registers, labelNames: [PROJECT_LABEL, 'target', 'reason'],
+    registers,
+    labelNames: [PROJECT_LABEL, 'target', 'reason'],
     name: 'contember_actions_paused_target_events',
     help: 'Number of events waiting on a paused target (a series only while paused), by contember_project, target and reason (down, misconfigured, operator).',
   })
   const pausedOldestAge = new Gauge({
-    registers, labelNames: [PROJECT_LABEL, 'target', 'reason'],
+    registers,
+    labelNames: [PROJECT_LABEL, 'target', 'reason'],
     name: 'contember_actions_paused_target_oldest_event_age_seconds',
     help: 'Age in seconds of the oldest event waiting on a paused target (time since it became due), by contember_project, target and reason (down, misconfigured, operator).',
   })

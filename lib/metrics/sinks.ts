@@ -35,7 +35,9 @@ export function createMetricSinks(config: Config, base: Metrics): { metrics: Met
       instance: pusher.instance,
       flush: async (log, opts = { push: 'await' }) => {
         if (opts.push === 'background') {
-          background ??= pusher.push(log).finally(() => { background = undefined })
+          background ??= pusher.push(log).finally(() => {
+            background = undefined
+          })
           return emf?.flush(metrics.registry, log)
         }
         // The push first: a failed push is counted, and that count goes out in this invocation's EMF line.

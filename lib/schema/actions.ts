@@ -1,7 +1,17 @@
 import { z } from 'zod'
 import { describeBounded, formatPath, inspectJson, type JsonObject, type JsonValue } from './json.js'
 import { ValidationError } from '../errors.js'
-import { DEFAULT_MAX_TARGET_TIMEOUT_MS, FORBIDDEN_HEADERS, FORBIDDEN_KEYS, MAX_DEPTH, MAX_INT32, MAX_SCHEMA_BYTES, nameProblem, targetProblems, type TargetLimits } from './limits.js'
+import {
+  DEFAULT_MAX_TARGET_TIMEOUT_MS,
+  FORBIDDEN_HEADERS,
+  FORBIDDEN_KEYS,
+  MAX_DEPTH,
+  MAX_INT32,
+  MAX_SCHEMA_BYTES,
+  nameProblem,
+  targetProblems,
+  type TargetLimits,
+} from './limits.js'
 
 // The upstream `Actions.Schema` shape (`@contember/schema`; test/types/upstream.ts proves the match at
 // compile time). `.strict()` everywhere: an unknown key is a typo an operator must hear about.
@@ -14,7 +24,9 @@ const jsonObject: z.ZodType<JsonObject> = z.record(z.string(), jsonValue)
 
 /** Upstream's `Actions.SelectionNode`: field names and `[relation, args, sub-selection]` triples. */
 export type SelectionNode = ReadonlyArray<string | readonly [name: string, args: JsonObject, fields: SelectionNode]>
-const selectionNode: z.ZodType<SelectionNode> = z.lazy(() => z.array(z.union([z.string(), z.tuple([z.string(), jsonObject, selectionNode])])))
+const selectionNode: z.ZodType<SelectionNode> = z.lazy(() =>
+  z.array(z.union([z.string(), z.tuple([z.string(), jsonObject, selectionNode])])),
+)
 
 /** RFC 7230 `token`: what a header name may consist of. */
 const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
@@ -30,29 +42,31 @@ const VARIABLE_REFERENCE = /^\{\{[A-Za-z0-9_]+\}\}$/
 
 const number = z.number({ message: 'expected a number' })
 
-export const webhookTargetSchema = z.object({
-  type: z.literal('webhook'),
-  name: z.string().min(1),
-  url: z.string().min(1, 'expected a URL'),
-  headers: z.record(z.string(), z.string()).optional(),
-  body: jsonObject.optional(),
-  payloadPath: z.array(z.string()).optional(),
-  timeoutMs: number.optional(),
-  maxAttempts: number.optional(),
-  initialRepeatIntervalMs: number.optional(),
-  batchSize: number.optional(),
-  /** Extension (not upstream): a `{{NAME}}` variable holding the Standard Webhooks signing secret. */
-  signingSecret: z.string().regex(VARIABLE_REFERENCE, 'expected a {{NAME}} variable reference').optional(),
-  /**
-   * Extension (not upstream): `entity` (the default) delivers the events of one entity (payload
-   * `entity` and `id`) one at a time, in enqueue order; `none` lets them overtake each other.
-   */
-  ordering: z.enum(['entity', 'none'], { message: 'expected "entity" or "none"' }).optional(),
-  /** Extension (not upstream): requests to this target in flight at once, across every drain (default: unlimited). */
-  maxInFlight: number.optional(),
-  /** Extension (not upstream): requests started per second, across every drain (default: unlimited). */
-  maxPerSecond: number.optional(),
-}).strict()
+export const webhookTargetSchema = z
+  .object({
+    type: z.literal('webhook'),
+    name: z.string().min(1),
+    url: z.string().min(1, 'expected a URL'),
+    headers: z.record(z.string(), z.string()).optional(),
+    body: jsonObject.optional(),
+    payloadPath: z.array(z.string()).optional(),
+    timeoutMs: number.optional(),
+    maxAttempts: number.optional(),
+    initialRepeatIntervalMs: number.optional(),
+    batchSize: number.optional(),
+    /** Extension (not upstream): a `{{NAME}}` variable holding the Standard Webhooks signing secret. */
+    signingSecret: z.string().regex(VARIABLE_REFERENCE, 'expected a {{NAME}} variable reference').optional(),
+    /**
+     * Extension (not upstream): `entity` (the default) delivers the events of one entity (payload
+     * `entity` and `id`) one at a time, in enqueue order; `none` lets them overtake each other.
+     */
+    ordering: z.enum(['entity', 'none'], { message: 'expected "entity" or "none"' }).optional(),
+    /** Extension (not upstream): requests to this target in flight at once, across every drain (default: unlimited). */
+    maxInFlight: number.optional(),
+    /** Extension (not upstream): requests started per second, across every drain (default: unlimited). */
+    maxPerSecond: number.optional(),
+  })
+  .strict()
 
 const triggerBase = {
   name: z.string().min(1),
@@ -62,36 +76,45 @@ const triggerBase = {
   selection: selectionNode.optional(),
 }
 
-export const basicTriggerSchema = z.object({
-  ...triggerBase,
-  type: z.literal('basic'),
-  create: z.boolean(),
-  delete: z.boolean(),
-  update: z.union([z.boolean(), z.array(z.string())]),
-}).strict()
+export const basicTriggerSchema = z
+  .object({
+    ...triggerBase,
+    type: z.literal('basic'),
+    create: z.boolean(),
+    delete: z.boolean(),
+    update: z.union([z.boolean(), z.array(z.string())]),
+  })
+  .strict()
 
-export const watchTriggerSchema = z.object({
-  ...triggerBase,
-  type: z.literal('watch'),
-  watch: selectionNode,
-  /** Newer upstream: events reached through a relation carry the path to the root entity as `nodes`. */
-  withNodes: z.boolean().optional(),
-}).strict()
+export const watchTriggerSchema = z
+  .object({
+    ...triggerBase,
+    type: z.literal('watch'),
+    watch: selectionNode,
+    /** Newer upstream: events reached through a relation carry the path to the root entity as `nodes`. */
+    withNodes: z.boolean().optional(),
+  })
+  .strict()
 
 export const triggerSchema = z.discriminatedUnion('type', [basicTriggerSchema, watchTriggerSchema])
 
-export const actionsSchemaSchema = z.object({
-  targets: z.record(z.string(), z.discriminatedUnion('type', [webhookTargetSchema])),
-  triggers: z.record(z.string(), triggerSchema),
-}).strict().superRefine((schema, ctx) => {
-  // A trigger names its target by key: a dangling one would only surface at dispatch time. A target's
-  // own `name` may differ from its key (upstream's schema generator writes such inline named targets);
-  // the key is what triggers, events and dispatch use.
-  for (const [key, trigger] of Object.entries(schema.triggers)) {
-    if (trigger.name !== key) ctx.addIssue({ code: 'custom', path: ['triggers', key, 'name'], message: 'expected the key of the trigger' })
-    if (!Object.hasOwn(schema.targets, trigger.target)) ctx.addIssue({ code: 'custom', path: ['triggers', key, 'target'], message: 'unknown target (not a key of targets)' })
-  }
-})
+export const actionsSchemaSchema = z
+  .object({
+    targets: z.record(z.string(), z.discriminatedUnion('type', [webhookTargetSchema])),
+    triggers: z.record(z.string(), triggerSchema),
+  })
+  .strict()
+  .superRefine((schema, ctx) => {
+    // A trigger names its target by key: a dangling one would only surface at dispatch time. A target's
+    // own `name` may differ from its key (upstream's schema generator writes such inline named targets);
+    // the key is what triggers, events and dispatch use.
+    for (const [key, trigger] of Object.entries(schema.triggers)) {
+      if (trigger.name !== key)
+        ctx.addIssue({ code: 'custom', path: ['triggers', key, 'name'], message: 'expected the key of the trigger' })
+      if (!Object.hasOwn(schema.targets, trigger.target))
+        ctx.addIssue({ code: 'custom', path: ['triggers', key, 'target'], message: 'unknown target (not a key of targets)' })
+    }
+  })
 
 export type ActionsSchema = z.infer<typeof actionsSchemaSchema>
 export type WebhookTarget = z.infer<typeof webhookTargetSchema>
@@ -122,8 +145,10 @@ export function parseActionsSchema(input: unknown, opts: SchemaParseOptions = {}
   const names = prototypeNames(input)
   if (names.length) throw new SchemaValidationError(names)
   const schema = parseStructure(input, MAX_SCHEMA_BYTES)
-  const problems = [...Object.entries(schema.targets).flatMap(([key, t]) => targetBounds(key, t, limits)),
-    ...Object.entries(schema.triggers).flatMap(([key, t]) => triggerBounds(key, t))]
+  const problems = [
+    ...Object.entries(schema.targets).flatMap(([key, t]) => targetBounds(key, t, limits)),
+    ...Object.entries(schema.triggers).flatMap(([key, t]) => triggerBounds(key, t)),
+  ]
   if (problems.length) throw new SchemaValidationError(problems)
   return schema
 }
@@ -144,7 +169,10 @@ function parseStructure(input: unknown, maxBytes = Number.POSITIVE_INFINITY): Ac
   if (Number.isFinite(maxBytes)) {
     // Safe now: the walk above bounded the nesting JSON.stringify recurses over.
     const bytes = Buffer.byteLength(JSON.stringify(input))
-    if (bytes > maxBytes) throw new SchemaValidationError([`schema: ${bytes} bytes serialized, expected at most ${maxBytes} (MAX_SCHEMA_BYTES, ${maxBytes / 2 ** 20} MiB)`])
+    if (bytes > maxBytes)
+      throw new SchemaValidationError([
+        `schema: ${bytes} bytes serialized, expected at most ${maxBytes} (MAX_SCHEMA_BYTES, ${maxBytes / 2 ** 20} MiB)`,
+      ])
   }
   const parsed = actionsSchemaSchema.safeParse(input)
   if (!parsed.success) throw new SchemaValidationError(describeBounded(parsed.error.issues))
@@ -156,7 +184,9 @@ function prototypeNames(input: unknown): string[] {
   return (['targets', 'triggers'] as const).flatMap(map => {
     const value: unknown = Reflect.get(input, map)
     if (typeof value !== 'object' || value === null) return []
-    return Object.keys(value).filter(k => FORBIDDEN_KEYS.has(k)).map(k => `${map}.${k}: is not allowed as a name (it reaches Object.prototype)`)
+    return Object.keys(value)
+      .filter(k => FORBIDDEN_KEYS.has(k))
+      .map(k => `${map}.${k}: is not allowed as a name (it reaches Object.prototype)`)
   })
 }
 
@@ -167,13 +197,16 @@ function targetBounds(key: string, target: WebhookTarget, limits: TargetLimits):
   if (keyProblem) return [keyProblem]
   // targetProblems speaks `field: problem`; the numbers and payloadPath keys are checked there, once for validation and dispatch.
   const problems = targetProblems(target, limits).map(p => `${at()}.${p}`)
-  if (!STARTS_WITH_VARIABLE.test(target.url) && !validHttpUrl(target.url)) problems.push(`${at('url')}: expected an http: or https: URL (or one starting with a {{VARIABLE}})`)
+  if (!STARTS_WITH_VARIABLE.test(target.url) && !validHttpUrl(target.url))
+    problems.push(`${at('url')}: expected an http: or https: URL (or one starting with a {{VARIABLE}})`)
   for (const name of Object.keys(target.headers ?? {})) {
     if (!HEADER_TOKEN.test(name)) problems.push(`${at('headers')}: a header name must be an RFC 7230 token`)
-    else if (FORBIDDEN_HEADERS.has(name.toLowerCase())) problems.push(`${at('headers', name)}: cannot be set (the engine owns it: ${[...FORBIDDEN_HEADERS].join(', ')})`)
+    else if (FORBIDDEN_HEADERS.has(name.toLowerCase()))
+      problems.push(`${at('headers', name)}: cannot be set (the engine owns it: ${[...FORBIDDEN_HEADERS].join(', ')})`)
   }
   for (const [name, value] of Object.entries(target.headers ?? {})) {
-    if (/[\r\n]/.test(value)) problems.push(`${at('headers', HEADER_TOKEN.test(name) ? name : '?')}: a header value cannot contain CR or LF`)
+    if (/[\r\n]/.test(value))
+      problems.push(`${at('headers', HEADER_TOKEN.test(name) ? name : '?')}: a header value cannot contain CR or LF`)
   }
   if (target.body) problems.push(...inspectJson(target.body, ['targets', key, 'body'], { maxDepth: MAX_DEPTH, forbidPrototypeKeys: true }))
   return problems
@@ -182,7 +215,11 @@ function targetBounds(key: string, target: WebhookTarget, limits: TargetLimits):
 function triggerBounds(key: string, trigger: Trigger): string[] {
   const problems: string[] = []
   const at = (...rest: string[]) => formatPath(['triggers', key, ...rest])
-  for (const [field, value] of [[formatPath(['triggers', key]), key], [at('name'), trigger.name], [at('target'), trigger.target]] as const) {
+  for (const [field, value] of [
+    [formatPath(['triggers', key]), key],
+    [at('name'), trigger.name],
+    [at('target'), trigger.target],
+  ] as const) {
     const problem = nameProblem(field, value)
     if (problem) problems.push(problem)
   }

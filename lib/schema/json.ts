@@ -39,11 +39,13 @@ export function quote(s: string): string {
 
 /** A path as `a.b.0.c`, each segment cut to a short prefix and made printable. */
 export function formatPath(path: readonly PropertyKey[]): string {
-  return path.map(p => {
-    const s = String(p)
-    const printable = s.length > MAX_QUOTED_CHARS ? `${s.slice(0, MAX_QUOTED_CHARS)}…` : s
-    return textProblem(printable) || /[.\s"]/.test(printable) ? quote(printable) : printable
-  }).join('.')
+  return path
+    .map(p => {
+      const s = String(p)
+      const printable = s.length > MAX_QUOTED_CHARS ? `${s.slice(0, MAX_QUOTED_CHARS)}…` : s
+      return textProblem(printable) || /[.\s"]/.test(printable) ? quote(printable) : printable
+    })
+    .join('.')
 }
 
 /**
@@ -53,7 +55,9 @@ export function formatPath(path: readonly PropertyKey[]): string {
  */
 export function inspectJson(value: unknown, base: readonly PropertyKey[], opts: InspectOptions): string[] {
   const problems: string[] = []
-  const stack: Array<{ value: unknown; path: readonly PropertyKey[]; depth: number }> = [{ value, path: base, depth: -(opts.depthOffset ?? 0) }]
+  const stack: Array<{ value: unknown; path: readonly PropertyKey[]; depth: number }> = [
+    { value, path: base, depth: -(opts.depthOffset ?? 0) },
+  ]
   const add = (path: readonly PropertyKey[], message: string) => {
     problems.push(path.length ? `${formatPath(path)}: ${message}` : message)
   }
@@ -93,7 +97,8 @@ export function inspectJson(value: unknown, base: readonly PropertyKey[], opts: 
       const key = keys[i] ?? ''
       const keyProblem = textProblem(key)
       if (keyProblem) add([...path, key], `key ${keyProblem}`)
-      else if (opts.forbidPrototypeKeys && FORBIDDEN_KEYS.has(key)) add([...path, key], 'is not allowed as a key (it reaches Object.prototype)')
+      else if (opts.forbidPrototypeKeys && FORBIDDEN_KEYS.has(key))
+        add([...path, key], 'is not allowed as a key (it reaches Object.prototype)')
       else stack.push({ value: Reflect.get(v, key), path: [...path, key], depth: depth + 1 })
     }
   }
@@ -107,9 +112,12 @@ const MAX_MESSAGE_CHARS = 200
 export function describeBounded(issues: readonly z.core.$ZodIssue[], base: readonly PropertyKey[] = []): string[] {
   const lines = issues.slice(0, MAX_PROBLEMS).map(issue => {
     const path = formatPath([...base, ...issue.path])
-    const raw = issue.code === 'invalid_type' && issue.message.includes('received undefined') ? 'required'
-      : issue.code === 'unrecognized_keys' ? `unrecognized key(s): ${issue.keys.slice(0, 5).map(quote).join(', ')}${issue.keys.length > 5 ? ', …' : ''}`
-      : issue.message
+    const raw =
+      issue.code === 'invalid_type' && issue.message.includes('received undefined')
+        ? 'required'
+        : issue.code === 'unrecognized_keys'
+          ? `unrecognized key(s): ${issue.keys.slice(0, 5).map(quote).join(', ')}${issue.keys.length > 5 ? ', …' : ''}`
+          : issue.message
     const message = raw.length > MAX_MESSAGE_CHARS ? `${raw.slice(0, MAX_MESSAGE_CHARS)}…` : raw
     return path ? `${path}: ${message}` : message
   })

@@ -5,7 +5,10 @@ import type { JsonObject, JsonValue } from './json.js'
 // what a content API fires for one entity change. test/types/upstream.ts proves the match at compile time.
 // Values are JSON by the time zod sees them (enqueue inspects the request first), so zod checks shape only.
 
-const jsonObject: z.ZodType<JsonObject> = z.record(z.string(), z.custom<JsonValue>(() => true))
+const jsonObject: z.ZodType<JsonObject> = z.record(
+  z.string(),
+  z.custom<JsonValue>(() => true),
+)
 const primary = z.union([z.string(), z.number()])
 
 /** One step from the watched root entity to the changed one (upstream's `EntityEventPathNode`). */
@@ -30,19 +33,24 @@ const baseShapes = {
 
 /** Upstream's `BaseEventPayload`: one change, as a watch payload lists them. */
 export const baseEventSchema = z.discriminatedUnion('operation', [
-  z.object(baseShapes.create).strict(), z.object(baseShapes.update).strict(), z.object(baseShapes.delete).strict(),
-  z.object(baseShapes.junction_connect).strict(), z.object(baseShapes.junction_disconnect).strict(),
+  z.object(baseShapes.create).strict(),
+  z.object(baseShapes.update).strict(),
+  z.object(baseShapes.delete).strict(),
+  z.object(baseShapes.junction_connect).strict(),
+  z.object(baseShapes.junction_disconnect).strict(),
 ])
 
 /** Upstream's `WatchEventPayload`. */
-export const watchEventSchema = z.object({
-  operation: z.literal('watch'),
-  trigger: z.string().min(1),
-  entity: z.string().min(1),
-  id: primary,
-  events: z.array(baseEventSchema),
-  selection: jsonObject.optional(),
-}).strict()
+export const watchEventSchema = z
+  .object({
+    operation: z.literal('watch'),
+    trigger: z.string().min(1),
+    entity: z.string().min(1),
+    id: primary,
+    events: z.array(baseEventSchema),
+    selection: jsonObject.optional(),
+  })
+  .strict()
 
 // A basic trigger's payload carries its trigger's name (upstream's types require it); `optional` keeps
 // accepting producers written before that. test/types/upstream.ts checks both against upstream's types.
@@ -50,8 +58,12 @@ const withOptionalTrigger = <T extends z.ZodRawShape>(shape: T) => z.object({ ..
 
 /** What enqueue accepts for a named trigger: upstream's payloads, and basic ones without their `trigger` too. */
 export const eventPayloadSchema = z.discriminatedUnion('operation', [
-  withOptionalTrigger(baseShapes.create), withOptionalTrigger(baseShapes.update), withOptionalTrigger(baseShapes.delete),
-  withOptionalTrigger(baseShapes.junction_connect), withOptionalTrigger(baseShapes.junction_disconnect), watchEventSchema,
+  withOptionalTrigger(baseShapes.create),
+  withOptionalTrigger(baseShapes.update),
+  withOptionalTrigger(baseShapes.delete),
+  withOptionalTrigger(baseShapes.junction_connect),
+  withOptionalTrigger(baseShapes.junction_disconnect),
+  watchEventSchema,
 ])
 
 /**
@@ -60,7 +72,15 @@ export const eventPayloadSchema = z.discriminatedUnion('operation', [
  */
 export const mutationSchema = z.discriminatedUnion('operation', [
   z.object({ operation: z.literal('create'), entity: z.string().min(1), id: primary, values: jsonObject.optional() }).strict(),
-  z.object({ operation: z.literal('update'), entity: z.string().min(1), id: primary, values: jsonObject.optional(), old: jsonObject.optional() }).strict(),
+  z
+    .object({
+      operation: z.literal('update'),
+      entity: z.string().min(1),
+      id: primary,
+      values: jsonObject.optional(),
+      old: jsonObject.optional(),
+    })
+    .strict(),
   z.object({ operation: z.literal('delete'), entity: z.string().min(1), id: primary }).strict(),
 ])
 

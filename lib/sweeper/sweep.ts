@@ -40,7 +40,12 @@ const MAX_RETENTION_BATCHES = 50
  */
 export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult> {
   const log = deps.log.child({ loc: 'sweeper' })
-  const [projects, backlog, { nowSeconds, progress }, paused] = await Promise.all([listProjects(deps.db), readBacklog(deps.db), readProgress(deps.db), readPausedTargets(deps.db)])
+  const [projects, backlog, { nowSeconds, progress }, paused] = await Promise.all([
+    listProjects(deps.db),
+    readBacklog(deps.db),
+    readProgress(deps.db),
+    readPausedTargets(deps.db),
+  ])
   // Active: a stored schema, or due events (without a schema they still need driving, to fail as
   // unknown target). A removed project whose events are all resolved is not active: no heartbeat.
   const active = [...new Set([...projects, ...[...backlog.values()].filter(b => dueTotal(b) > 0).map(b => b.project)])].sort()
@@ -60,12 +65,25 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
 }
 
 /** Sends each active project the signals its backlog calls for; returns what was sent (nothing when sending failed). */
-async function redrive(deps: Deps, log: Logger, active: readonly string[], backlog: Map<string, ProjectBacklog>, paused: readonly PausedTarget[]): Promise<Record<string, number>> {
+async function redrive(
+  deps: Deps,
+  log: Logger,
+  active: readonly string[],
+  backlog: Map<string, ProjectBacklog>,
+  paused: readonly PausedTarget[],
+): Promise<Record<string, number>> {
   const signals: Record<string, number> = {}
   // A paused target's backlog is not due work, but its due probe is: one signal for it (a drain left a
   // delayed one, which may have been lost).
   const probing = new Set(paused.filter(p => p.probeDue).map(p => p.project))
-  const wanted = active.map(project => ({ project, count: Math.max(signalsFor(backlog.get(project), deps.config.SWEEPER_EVENTS_PER_SIGNAL, deps.config.DISPATCH_MAX_CONCURRENCY), probing.has(project) ? 1 : 0) }))
+  const wanted = active
+    .map(project => ({
+      project,
+      count: Math.max(
+        signalsFor(backlog.get(project), deps.config.SWEEPER_EVENTS_PER_SIGNAL, deps.config.DISPATCH_MAX_CONCURRENCY),
+        probing.has(project) ? 1 : 0,
+      ),
+    }))
     .filter(w => w.count > 0)
   try {
     await deps.signals.sendMany(wanted)
@@ -77,7 +95,13 @@ async function redrive(deps: Deps, log: Logger, active: readonly string[], backl
 }
 
 /** Heartbeats of the active projects and backlog gauges of every project with events. */
-function setBacklogGauges(gauges: SweeperGauges, active: readonly string[], backlog: Map<string, ProjectBacklog>, progress: Map<string, number>, nowSeconds: number): void {
+function setBacklogGauges(
+  gauges: SweeperGauges,
+  active: readonly string[],
+  backlog: Map<string, ProjectBacklog>,
+  progress: Map<string, number>,
+  nowSeconds: number,
+): void {
   // Backlog gauges also cover failed events left by a removed project: they still need an operator.
   for (const project of new Set([...active, ...backlog.keys()])) {
     const b = backlog.get(project)
@@ -107,7 +131,12 @@ async function deleteStaleMetricGroups(deps: Deps, log: Logger, opts: SweepOptio
   const url = deps.config.PUSHGATEWAY_URL
   if (!url) return 0
   try {
-    return await deleteStaleGroups(url, { maxAgeSeconds: deps.config.METRICS_STALE_GROUP_SECONDS, timeoutMs: deps.config.PUSHGATEWAY_TIMEOUT_MS, ownInstance: opts.ownInstance, hasTime: () => opts.remainingMs() >= RETENTION_RESERVE_MS })
+    return await deleteStaleGroups(url, {
+      maxAgeSeconds: deps.config.METRICS_STALE_GROUP_SECONDS,
+      timeoutMs: deps.config.PUSHGATEWAY_TIMEOUT_MS,
+      ownInstance: opts.ownInstance,
+      hasTime: () => opts.remainingMs() >= RETENTION_RESERVE_MS,
+    })
   } catch (error) {
     log.warn('Could not clean up stale metric groups', { error })
     return 0
@@ -116,12 +145,18 @@ async function deleteStaleMetricGroups(deps: Deps, log: Logger, opts: SweepOptio
 
 /** PAUSED_GIVE_UP_HOURS: waiting has a bound; what gave up is counted as failed, like every terminal failure. */
 async function giveUp(deps: Deps, log: Logger): Promise<Map<string, number>> {
-  const gaveUp = deps.config.PAUSED_GIVE_UP_HOURS > 0 ? await giveUpPaused(deps.db, deps.config.PAUSED_GIVE_UP_HOURS, deps.config.RETENTION_BATCH_SIZE) : new Map<string, number>()
+  const gaveUp =
+    deps.config.PAUSED_GIVE_UP_HOURS > 0
+      ? await giveUpPaused(deps.db, deps.config.PAUSED_GIVE_UP_HOURS, deps.config.RETENTION_BATCH_SIZE)
+      : new Map<string, number>()
   for (const [project, n] of gaveUp) {
     deps.metrics.forProject(project).failed(n)
     log.error('Gave up events of a target paused longer than PAUSED_GIVE_UP_HOURS; bulk retry brings them back', { project, events: n })
   }
-  await emitOps(deps, [...gaveUp].map(([project, events]) => ({ kind: 'events.gave_up' as const, project, events })))
+  await emitOps(
+    deps,
+    [...gaveUp].map(([project, events]) => ({ kind: 'events.gave_up' as const, project, events })),
+  )
   return gaveUp
 }
 
@@ -130,7 +165,12 @@ async function applyRetention(deps: Deps, opts: SweepOptions): Promise<number> {
   let deleted = 0
   // RETENTION_DAYS=0: every event is kept (upstream's behaviour).
   for (let i = 0; deps.config.RETENTION_DAYS > 0 && i < MAX_RETENTION_BATCHES && opts.remainingMs() > RETENTION_RESERVE_MS; i++) {
-    const n = await deleteResolved(deps.db, deps.config.RETENTION_DAYS, deps.config.RETENTION_INCLUDE_FAILED, deps.config.RETENTION_BATCH_SIZE)
+    const n = await deleteResolved(
+      deps.db,
+      deps.config.RETENTION_DAYS,
+      deps.config.RETENTION_INCLUDE_FAILED,
+      deps.config.RETENTION_BATCH_SIZE,
+    )
     deleted += n
     if (n < deps.config.RETENTION_BATCH_SIZE) break
   }
