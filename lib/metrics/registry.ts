@@ -93,60 +93,52 @@ export type ProjectMetrics = ReturnType<Metrics['forProject']>
 /** The sweeper's gauges, in a registry of their own that it pushes with replace semantics. */
 export function createSweeperGauges() {
   const registry = new Registry()
-  const registers = [registry]
-  const heartbeat = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL],
-    name: 'contember_actions_worker_heartbeat_timestamp_seconds',
-    help: 'Unix timestamp in seconds, per contember_project, written by the sweeper: its pass time while nothing has been due for over a minute, otherwise the last time dispatch recorded an outcome for the project; stale means work waits and dispatch is stuck or dead.',
-  })
-  const dueEvents = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL, 'state'],
-    name: 'contember_actions_due_events',
-    help: 'Number of events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
-  })
-  const oldestDueAge = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL],
-    name: 'contember_actions_oldest_due_event_age_seconds',
-    help: 'Age in seconds of the oldest event due for delivery (time since it became due), by contember_project.',
-  })
-  const failedEvents = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL],
-    name: 'contember_actions_failed_events',
-    help: 'Number of events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
-  })
+  const gauge = <L extends string>(name: string, labelNames: readonly L[], help: string) =>
+    new Gauge<L>({ registers: [registry], labelNames, name, help })
+  const heartbeat = gauge(
+    'contember_actions_worker_heartbeat_timestamp_seconds',
+    [PROJECT_LABEL],
+    'Unix timestamp in seconds, per contember_project, written by the sweeper: its pass time while nothing has been due for over a minute, otherwise the last time dispatch recorded an outcome for the project; stale means work waits and dispatch is stuck or dead.',
+  )
+  const dueEvents = gauge(
+    'contember_actions_due_events',
+    [PROJECT_LABEL, 'state'],
+    'Number of events due for delivery now (exact, counted by the sweeper), by contember_project and state.',
+  )
+  const oldestDueAge = gauge(
+    'contember_actions_oldest_due_event_age_seconds',
+    [PROJECT_LABEL],
+    'Age in seconds of the oldest event due for delivery (time since it became due), by contember_project.',
+  )
+  const failedEvents = gauge(
+    'contember_actions_failed_events',
+    [PROJECT_LABEL],
+    'Number of events in the terminal failed state, awaiting an operator (exact, counted by the sweeper), by contember_project.',
+  )
   // Series only while paused (replace semantics drop a resumed target's series): `target` is a name
   // from the schema, bounded by the number of targets, never a URL.
-  const targetPaused = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL, 'target'],
-    name: 'contember_actions_target_paused',
-    help: 'Paused targets: 1 while the target is paused by its circuit breaker, a 410 Gone or an operator (a flag; no series otherwise), by contember_project and target.',
-  })
-  const targetGone = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL, 'target'],
-    name: 'contember_actions_target_gone',
-    help: 'Gone targets: 1 while the target is paused because it answered 410 Gone and waits for an operator (a flag; no series otherwise), by contember_project and target.',
-  })
-  // A paused target's events wait for a probe or an operator, not for dispatch: they are left out of
-  // the due gauges above and counted here (issue 23), with why it is paused from a fixed set
-  // (`down`: the breaker probes it; `misconfigured`: it needs an operator; `operator`: paused by one).
-  const pausedEvents = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL, 'target', 'reason'],
-    name: 'contember_actions_paused_target_events',
-    help: 'Number of events waiting on a paused target (a series only while paused), by contember_project, target and reason (down, misconfigured, operator).',
-  })
-  const pausedOldestAge = new Gauge({
-    registers,
-    labelNames: [PROJECT_LABEL, 'target', 'reason'],
-    name: 'contember_actions_paused_target_oldest_event_age_seconds',
-    help: 'Age in seconds of the oldest event waiting on a paused target (time since it became due), by contember_project, target and reason (down, misconfigured, operator).',
-  })
+  const targetPaused = gauge(
+    'contember_actions_target_paused',
+    [PROJECT_LABEL, 'target'],
+    'Paused targets: 1 while the target is paused by its circuit breaker, as misconfigured or by an operator (a flag; no series otherwise), by contember_project and target.',
+  )
+  const targetGone = gauge(
+    'contember_actions_target_gone',
+    [PROJECT_LABEL, 'target'],
+    'Gone targets: 1 while the target is paused as misconfigured (a redirect, 401, 403, 404, 410 or the like, a refused destination, a certificate that does not verify) (a flag; no series otherwise), by contember_project and target.',
+  )
+  // A paused target's events wait for a probe or an operator, not dispatch: left out of the due gauges
+  // and counted here, by why it is paused (down: probed; misconfigured: needs an operator; operator).
+  const pausedEvents = gauge(
+    'contember_actions_paused_target_events',
+    [PROJECT_LABEL, 'target', 'reason'],
+    'Number of events waiting on a paused target (a series only while paused), by contember_project, target and reason (down, misconfigured, operator).',
+  )
+  const pausedOldestAge = gauge(
+    'contember_actions_paused_target_oldest_event_age_seconds',
+    [PROJECT_LABEL, 'target', 'reason'],
+    'Age in seconds of the oldest event waiting on a paused target (time since it became due), by contember_project, target and reason (down, misconfigured, operator).',
+  )
   return { registry, heartbeat, dueEvents, oldestDueAge, failedEvents, targetPaused, targetGone, pausedEvents, pausedOldestAge }
 }
 

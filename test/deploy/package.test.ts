@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { inflateRawSync } from 'node:zlib'
 import { configSchema, loadConfig } from '../../lib/config.js'
-import { EMF_METRICS } from '../../lib/metrics/emf.js'
+import { EMF_METRICS } from '../../lib/metrics/emf-metrics.js'
 
 // Packages serverless.yml exactly as `npm run package` does and checks the CloudFormation template
 // and the artifacts it produced: what would be deployed, without deploying it.
