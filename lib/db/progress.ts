@@ -45,3 +45,14 @@ export async function readProgress(db: Queryable): Promise<{ nowSeconds: number;
   for (const r of rows) if (r.project !== null && r.at !== null) progress.set(r.project, r.at)
   return { nowSeconds: rows[0]?.now ?? Date.now() / 1000, progress }
 }
+
+/**
+ * Dispatch progress (the sweeper's heartbeat, lib/db/progress.ts) rides in both record statements when
+ * `$progress` asks: a short drain's own upsert was a statement and a commit of its own. GREATEST: never
+ * moved back.
+ */
+export const PROGRESS_UPSERT = `progress AS (
+    INSERT INTO actions_dispatch_progress (project, progressed_at)
+    SELECT DISTINCT ev.project, now() FROM ev WHERE $progress::bool
+    ON CONFLICT (project) DO UPDATE SET progressed_at = GREATEST(actions_dispatch_progress.progressed_at, excluded.progressed_at)
+  )`

@@ -1,6 +1,7 @@
 import pg from 'pg'
 import type { Queryable } from '../db/pool.js'
-import { recordAttempts, recordMinimal, type AttemptRecord, type RecordedRow } from '../db/record.js'
+import { recordMinimal } from '../db/record-minimal.js'
+import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
 import type { RecordSettings } from '../db/health.js'
 import { progressRhythm, touchProgress } from '../db/progress.js'
 import type { Logger } from '../log.js'

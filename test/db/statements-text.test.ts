@@ -8,7 +8,8 @@ import { CLAIM } from '../../lib/db/claim.js'
 import { HAS_DUE, NEXT_DUE } from '../../lib/db/due.js'
 import { FLOW_CREATE, FLOW_IN_FLIGHT, FLOW_LOCK, FLOW_SAVE } from '../../lib/db/flow.js'
 import { PROGRESS_TOUCH } from '../../lib/db/progress.js'
-import { RECORD, RECORD_MINIMAL, RECORD_OK } from '../../lib/db/record.js'
+import { RECORD_MINIMAL } from '../../lib/db/record-minimal.js'
+import { RECORD, RECORD_OK } from '../../lib/db/record.js'
 import { RELEASE } from '../../lib/db/release.js'
 import { DELETE_RESOLVED, DELETE_RESOLVED_WITH_FAILED, GIVE_UP } from '../../lib/db/retention.js'
 import { named, type Statement } from '../../lib/db/sql.js'
@@ -23,7 +24,7 @@ const STATEMENTS: Record<string, Shown> = {
   claim: shown('lib/db/claim.ts', 'CLAIM', CLAIM),
   record: shown('lib/db/record.ts', 'RECORD', RECORD),
   record_ok: shown('lib/db/record.ts', 'RECORD_OK', RECORD_OK),
-  record_minimal: shown('lib/db/record.ts', 'RECORD_MINIMAL', RECORD_MINIMAL),
+  record_minimal: shown('lib/db/record-minimal.ts', 'RECORD_MINIMAL', RECORD_MINIMAL),
   release: shown('lib/db/release.ts', 'RELEASE', RELEASE),
   flow_create: shown('lib/db/flow.ts', 'FLOW_CREATE', FLOW_CREATE),
   flow_lock: shown('lib/db/flow.ts', 'FLOW_LOCK', FLOW_LOCK),
@@ -55,14 +56,21 @@ describe('the hot statements as sent to Postgres', () => {
     const want = fixtureText(s)
     if (process.env.UPDATE_SQL_FIXTURES === '1') writeFileSync(fixturePath(name), want)
     expect(readFileSync(new URL(`../../${s.file}`, import.meta.url), 'utf8')).toContain(`export const ${s.constant} =`)
-    expect(readFileSync(fixturePath(name), 'utf8'), 'the statement changed: review it, then UPDATE_SQL_FIXTURES=1 rewrites the fixture').toBe(want)
+    expect(
+      readFileSync(fixturePath(name), 'utf8'),
+      'the statement changed: review it, then UPDATE_SQL_FIXTURES=1 rewrites the fixture',
+    ).toBe(want)
   })
 })
 
 describe('named parameters', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>
-  beforeAll(async () => { db = await freshDatabase() })
-  afterAll(async () => { await db.drop() })
+  beforeAll(async () => {
+    db = await freshDatabase()
+  })
+  afterAll(async () => {
+    await db.drop()
+  })
 
   it.each(Object.keys(STATEMENTS))('%s prepares with exactly its listed parameters', async name => {
     const s = STATEMENTS[name]
@@ -70,7 +78,9 @@ describe('named parameters', () => {
     const client = await db.pool.connect()
     try {
       await client.query(`PREPARE shown AS ${s.text}`)
-      const { rows } = await client.query<{ n: number }>(`SELECT cardinality(parameter_types) AS n FROM pg_prepared_statements WHERE name = 'shown'`)
+      const { rows } = await client.query<{ n: number }>(
+        `SELECT cardinality(parameter_types) AS n FROM pg_prepared_statements WHERE name = 'shown'`,
+      )
       expect(rows[0]?.n).toBe(s.names.length)
     } finally {
       await client.query('DEALLOCATE ALL').catch(() => undefined)
@@ -92,6 +102,8 @@ describe('named parameters', () => {
   })
 
   it('leaves jsonpath in string literals alone', () => {
-    expect(named<{ a: number }>()(['a'], `SELECT jsonb_path_query_array('[1]', '$[last]'), $a`).text).toBe(`SELECT jsonb_path_query_array('[1]', '$[last]'), $1`)
+    expect(named<{ a: number }>()(['a'], `SELECT jsonb_path_query_array('[1]', '$[last]'), $a`).text).toBe(
+      `SELECT jsonb_path_query_array('[1]', '$[last]'), $1`,
+    )
   })
 })
