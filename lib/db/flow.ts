@@ -134,34 +134,12 @@ export async function claimWithCaps(
 ): Promise<{ result: ClaimResult; flow: Map<string, FlowOutcome> }> {
   const sorted = [...targets].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   return withTransaction(pool, async client => {
-    const names = sorted.map(t => t.name)
-    const lock = async () =>
-      (
-        await client.query<{ target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }>(
-          FLOW_LOCK.text,
-          FLOW_LOCK.values({ project, targets: names }),
-        )
-      ).rows
-    let locked = await lock()
-    if (locked.length < sorted.length) {
-      await client.query(FLOW_CREATE.text, FLOW_CREATE.values({ project, targets: names }))
-      locked = await lock()
-    }
-    const granted = locked.flatMap(r => r.in_flight.map(g => ({ target: r.target, ...g })))
-    const live =
-      granted.length === 0
-        ? []
-        : (
-            await client.query<{ target: string } & Granted>(
-              FLOW_IN_FLIGHT.text,
-              FLOW_IN_FLIGHT.values({
-                project,
-                targets: granted.map(g => g.target),
-                ids: granted.map(g => g.id),
-                leases: granted.map(g => g.lease),
-              }),
-            )
-          ).rows
+    const locked = await lockFlows(
+      client,
+      project,
+      sorted.map(t => t.name),
+    )
+    const live = await liveRequests(client, project, locked)
     const grants = new Map(
       sorted.map(t => {
         const row = locked.find(r => r.target === t.name)
@@ -176,35 +154,75 @@ export async function claimWithCaps(
       offered.length === 0
         ? { batches: [], unknownTarget: [], spent: [], lost: 0 }
         : await claimBatches(client, project, offered, maxBatches, { ...limits, waiting })
-    const flow = new Map<string, FlowOutcome>()
-    const saved = sorted.map(t => {
-      const g = grants.get(t.name) ?? grantOf(t, 0, null)
-      const mine = result.batches.filter(b => b.target === t.name)
-      // Fewer than granted: nothing more is due, so the cap did not cut it.
-      flow.set(t.name, {
-        startsInMs: mine.map((_, i) => g.firstInMs + i * g.intervalMs),
-        ...(g.limit && mine.length >= g.batches ? { capped: g.limit } : {}),
-      })
-      const inFlight: Granted[] =
-        t.maxInFlight === undefined
-          ? []
-          : [
-              ...live.filter(l => l.target === t.name).map(({ id, lease }) => ({ id, lease })),
-              ...mine.flatMap(b => (b.events[0] ? [{ id: b.events[0].id, lease: b.events[0].lease }] : [])),
-            ]
-      return { target: t.name, inFlight, n: mine.length, intervalMs: g.intervalMs }
-    })
-    await client.query(
-      FLOW_SAVE.text,
-      FLOW_SAVE.values({
-        project,
-        targets: saved.map(s => s.target),
-        in_flight: saved.map(s => JSON.stringify(s.inFlight)),
-        started: saved.map(s => s.n),
-        interval_ms: saved.map(s => s.intervalMs),
-        locked_at: locked[0]?.locked_at ?? 'now',
-      }),
-    )
+    const flow = await saveFlows(client, project, sorted, { grants, live, result, lockedAt: locked[0]?.locked_at ?? 'now' })
     return { result, flow }
   })
+}
+
+type LockedFlow = { target: string; tat_in_ms: number | null; locked_at: string; in_flight: Granted[] }
+
+/** Locks the targets' flow rows, creating those that do not exist yet (FLOW_CREATE, then locks again). */
+async function lockFlows(client: pg.PoolClient, project: string, targets: readonly string[]): Promise<LockedFlow[]> {
+  const lock = async () => (await client.query<LockedFlow>(FLOW_LOCK.text, FLOW_LOCK.values({ project, targets }))).rows
+  const locked = await lock()
+  if (locked.length >= targets.length) return locked
+  await client.query(FLOW_CREATE.text, FLOW_CREATE.values({ project, targets }))
+  return lock()
+}
+
+/** Of the requests the rows remember as granted, those still in flight (their events still leased). */
+async function liveRequests(
+  client: pg.PoolClient,
+  project: string,
+  locked: readonly LockedFlow[],
+): Promise<Array<{ target: string } & Granted>> {
+  const granted = locked.flatMap(r => r.in_flight.map(g => ({ target: r.target, ...g })))
+  if (granted.length === 0) return []
+  const values = FLOW_IN_FLIGHT.values({
+    project,
+    targets: granted.map(g => g.target),
+    ids: granted.map(g => g.id),
+    leases: granted.map(g => g.lease),
+  })
+  return (await client.query<{ target: string } & Granted>(FLOW_IN_FLIGHT.text, values)).rows
+}
+
+/** Writes what each target took (its requests in flight, the rate's schedule) and says when its batches may start. */
+async function saveFlows(
+  client: pg.PoolClient,
+  project: string,
+  sorted: readonly TargetClaimConfig[],
+  taken: { grants: Map<string, Grant>; live: ReadonlyArray<{ target: string } & Granted>; result: ClaimResult; lockedAt: string },
+): Promise<Map<string, FlowOutcome>> {
+  const { grants, live, result, lockedAt } = taken
+  const flow = new Map<string, FlowOutcome>()
+  const saved = sorted.map(t => {
+    const g = grants.get(t.name) ?? grantOf(t, 0, null)
+    const mine = result.batches.filter(b => b.target === t.name)
+    // Fewer than granted: nothing more is due, so the cap did not cut it.
+    flow.set(t.name, {
+      startsInMs: mine.map((_, i) => g.firstInMs + i * g.intervalMs),
+      ...(g.limit && mine.length >= g.batches ? { capped: g.limit } : {}),
+    })
+    const inFlight: Granted[] =
+      t.maxInFlight === undefined
+        ? []
+        : [
+            ...live.filter(l => l.target === t.name).map(({ id, lease }) => ({ id, lease })),
+            ...mine.flatMap(b => (b.events[0] ? [{ id: b.events[0].id, lease: b.events[0].lease }] : [])),
+          ]
+    return { target: t.name, inFlight, n: mine.length, intervalMs: g.intervalMs }
+  })
+  await client.query(
+    FLOW_SAVE.text,
+    FLOW_SAVE.values({
+      project,
+      targets: saved.map(s => s.target),
+      in_flight: saved.map(s => JSON.stringify(s.inFlight)),
+      started: saved.map(s => s.n),
+      interval_ms: saved.map(s => s.intervalMs),
+      locked_at: lockedAt,
+    }),
+  )
+  return flow
 }
