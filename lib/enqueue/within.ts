@@ -57,71 +57,72 @@ export async function signalAfterCommit(signals: Signals, result: EnqueueWithinR
 }
 
 type Prepared = { events: SerializedEvent[]; unmatched: number[] }
+type RequestEvent = ParsedRequest['events'][number]
+/** What {@link prepare} gathers: the events to write, the problems found, the mutations that fired nothing. */
+type Gathered = Prepared & {
+  problems: string[]
+  add: (index: number, event: Omit<SerializedEvent, 'payloadJson' | 'orderKey'>, payload: unknown, about: About) => void
+}
 
 // Resolves triggers (named, or fired by a mutation), parses and measures each payload. Throws before any write.
 function prepare(req: ParsedRequest, schema: ActionsSchema): Prepared {
-  const problems: string[] = []
-  const events: SerializedEvent[] = []
-  const unmatched: number[] = []
-  const add = (index: number, id: string, trigger: string, target: string, priority: number, payload: unknown, about: About) => {
-    const payloadJson = JSON.stringify(payload)
-    const bytes = Buffer.byteLength(payloadJson)
-    if (bytes > MAX_PAYLOAD_BYTES)
-      problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
-    else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32)
-      problems.push(
-        `${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`,
-      )
-    const ordered = (Object.hasOwn(schema.targets, target) ? schema.targets[target]?.ordering : undefined) !== 'none'
-    events.push({ id, trigger, target, priority, payloadJson, orderKey: ordered ? orderKey(req.project, target, about) : null })
-  }
+  const g = gathering(req, schema)
   for (const [i, e] of req.events.entries()) {
-    if (problems.length >= MAX_PROBLEMS) break
-    const base = ['events', i, 'payload']
-    if (e.trigger !== undefined) {
-      // Own properties only: `constructor` or `toString` must be unknown triggers, not Object.prototype's.
-      const trigger = Object.hasOwn(schema.triggers, e.trigger) ? schema.triggers[e.trigger] : undefined
-      if (!trigger) {
-        problems.push(unknownTrigger(i, e.trigger))
-        continue
-      }
-      const parsed = eventPayloadSchema.safeParse(e.payload)
-      if (!parsed.success) {
-        problems.push(...describeBounded(parsed.error.issues, base))
-        continue
-      }
-      if (parsed.data.trigger !== undefined && parsed.data.trigger !== e.trigger) {
-        problems.push(`${formatPath([...base, 'trigger'])}: expected the event's trigger (the payload names another)`)
-        continue
-      }
-      // Stored as sent: the producer's own object, which zod's copy might reorder or (for `__proto__` keys) drop.
-      add(i, e.id?.toLowerCase() ?? randomUUID(), e.trigger, trigger.target, trigger.priority ?? 0, e.payload, parsed.data)
-      continue
-    }
-    const mutation = mutationSchema.safeParse(e.payload)
-    if (!mutation.success) {
-      problems.push(...describeBounded(mutation.error.issues, base))
-      continue
-    }
-    const fired = fanOut(schema, mutation.data)
-    if (fired.length === 0) unmatched.push(i)
-    for (const f of fired)
-      add(
-        i,
-        e.id === undefined ? randomUUID() : derivedId(req.project, e.id, f.trigger),
-        f.trigger,
-        f.target,
-        f.priority,
-        f.payload,
-        mutation.data,
-      )
-    if (events.length > MAX_WRITTEN_EVENTS_PER_REQUEST) {
-      problems.push(`events: the mutations fire more than ${MAX_WRITTEN_EVENTS_PER_REQUEST} events; split the request`)
+    if (g.problems.length >= MAX_PROBLEMS) break
+    if (e.trigger !== undefined) namedEvent(g, schema, i, e, e.trigger)
+    else mutationEvents(g, req, schema, i, e)
+    if (g.events.length > MAX_WRITTEN_EVENTS_PER_REQUEST) {
+      g.problems.push(`events: the mutations fire more than ${MAX_WRITTEN_EVENTS_PER_REQUEST} events; split the request`)
       break
     }
   }
-  if (problems.length) throw new EnqueueValidationError(problems.slice(0, MAX_PROBLEMS))
-  return { events, unmatched }
+  if (g.problems.length) throw new EnqueueValidationError(g.problems.slice(0, MAX_PROBLEMS))
+  return { events: g.events, unmatched: g.unmatched }
+}
+
+/** An empty {@link Gathered} whose `add` measures a payload and checks a priority before it keeps an event. */
+function gathering(req: ParsedRequest, schema: ActionsSchema): Gathered {
+  const g: Gathered = { events: [], unmatched: [], problems: [], add: () => {} }
+  g.add = (index, { id, trigger, target, priority }, payload, about) => {
+    const payloadJson = JSON.stringify(payload)
+    const bytes = Buffer.byteLength(payloadJson)
+    if (bytes > MAX_PAYLOAD_BYTES)
+      g.problems.push(`${formatPath(['events', index, 'payload'])}: ${bytes} bytes serialized, expected at most ${MAX_PAYLOAD_BYTES}`)
+    else if (!Number.isInteger(priority) || priority < -MAX_INT32 - 1 || priority > MAX_INT32)
+      g.problems.push(
+        `${formatPath(['events', index])}: the stored schema gives trigger ${formatPath([trigger])} a priority outside 32 bits; store a corrected schema`,
+      )
+    const ordered = (Object.hasOwn(schema.targets, target) ? schema.targets[target]?.ordering : undefined) !== 'none'
+    g.events.push({ id, trigger, target, priority, payloadJson, orderKey: ordered ? orderKey(req.project, target, about) : null })
+  }
+  return g
+}
+
+/** An event that names its trigger: the trigger must exist and the payload match it. */
+function namedEvent(g: Gathered, schema: ActionsSchema, i: number, e: RequestEvent, name: string): void {
+  const base = ['events', i, 'payload']
+  // Own properties only: `constructor` or `toString` must be unknown triggers, not Object.prototype's.
+  const trigger = Object.hasOwn(schema.triggers, name) ? schema.triggers[name] : undefined
+  if (!trigger) return void g.problems.push(unknownTrigger(i, name))
+  const parsed = eventPayloadSchema.safeParse(e.payload)
+  if (!parsed.success) return void g.problems.push(...describeBounded(parsed.error.issues, base))
+  if (parsed.data.trigger !== undefined && parsed.data.trigger !== name)
+    return void g.problems.push(`${formatPath([...base, 'trigger'])}: expected the event's trigger (the payload names another)`)
+  // Stored as sent: the producer's own object, which zod's copy might reorder or (for `__proto__` keys) drop.
+  const id = e.id?.toLowerCase() ?? randomUUID()
+  g.add(i, { id, trigger: name, target: trigger.target, priority: trigger.priority ?? 0 }, e.payload, parsed.data)
+}
+
+/** A mutation: every trigger it fires becomes an event, with an id derived from the producer's when it gave one. */
+function mutationEvents(g: Gathered, req: ParsedRequest, schema: ActionsSchema, i: number, e: RequestEvent): void {
+  const mutation = mutationSchema.safeParse(e.payload)
+  if (!mutation.success) return void g.problems.push(...describeBounded(mutation.error.issues, ['events', i, 'payload']))
+  const fired = fanOut(schema, mutation.data)
+  if (fired.length === 0) g.unmatched.push(i)
+  for (const f of fired) {
+    const id = e.id === undefined ? randomUUID() : derivedId(req.project, e.id, f.trigger)
+    g.add(i, { id, trigger: f.trigger, target: f.target, priority: f.priority }, f.payload, mutation.data)
+  }
 }
 
 /**
