@@ -52,69 +52,84 @@ export function interpretResponse(
   log: Logger,
   redact: Redactor = noRedaction,
 ): Map<string, Outcome> {
-  const all = (o: Outcome) => {
-    const outcome: Outcome = o.ok ? o : { ...o, wholeBatch: true }
-    return new Map(eventIds.map(id => [id, outcome]))
-  }
-  const stored = () => cleanText(res.body, STORED_RESPONSE_BYTES, redact)
-  const invalid = (problem: string): Map<string, Outcome> => {
-    log.warn('Webhook target returned a malformed response', { target, status: res.status, events: eventIds })
-    // The receiver answered 2xx: it works, and this answer rejects the batch.
-    return all({ ok: false, code: res.status, errorMessage: `Invalid response: ${problem}`, response: stored(), kind: 'rejected' })
-  }
-  if (res.status < 200 || res.status >= 300) {
-    log.warn('Webhook target responded with an error status', {
-      target,
-      status: res.status,
-      statusText: excerpt(res.statusText, redact),
-      events: eventIds,
-    })
-    const retryAfter = RETRY_AFTER_STATUSES.has(res.status) ? parseRetryAfter(res.retryAfter) : undefined
-    return all({
-      ok: false,
-      code: res.status,
-      errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact),
-      response: stored(),
-      kind: statusKind(res.status),
-      ...(retryAfter ? { retryAfter } : {}),
-    })
-  }
+  const r: Reading = { res, eventIds, target, log, redact }
+  if (res.status < 200 || res.status >= 300) return statusOutcomes(r)
   // Upstream: an empty body, or one whose content type does not mention JSON, means all delivered.
   // Only a JSON body has to be read, so only then does a body that cannot be decoded fail the attempt.
   const isJson = res.contentType?.toLowerCase().includes('json') ?? false
-  if (!isJson || (!res.truncated && !res.undecodable && res.body.trim() === '')) return all({ ok: true, code: res.status })
-  if (res.undecodable) return invalid(res.undecodable)
-  if (res.truncated) return invalid(`body longer than ${MAX_RESPONSE_BYTES} bytes`)
+  if (!isJson || (!res.truncated && !res.undecodable && res.body.trim() === '')) return all(r, { ok: true, code: res.status })
+  if (res.undecodable) return invalid(r, res.undecodable)
+  if (res.truncated) return invalid(r, `body longer than ${MAX_RESPONSE_BYTES} bytes`)
   let parsed: unknown
   try {
     parsed = JSON.parse(res.body)
   } catch {
     // Our own words: the parser's message quotes the body.
-    return invalid('body is not valid JSON')
+    return invalid(r, 'body is not valid JSON')
   }
   // JSON that is not an object, or an object without `failures`, means all delivered.
-  if (typeof parsed !== 'object' || parsed === null || !('failures' in parsed)) return all({ ok: true, code: res.status })
+  if (typeof parsed !== 'object' || parsed === null || !('failures' in parsed)) return all(r, { ok: true, code: res.status })
   const failures = parseFailures(parsed)
-  if (typeof failures === 'string') return invalid(failures)
+  if (typeof failures === 'string') return invalid(r, failures)
   const inBatch = new Set(eventIds)
   const outside = [...failures.keys()].filter(id => !inBatch.has(id))
-  if (outside.length) {
-    log.warn('Webhook target reported failures for event ids outside the batch', {
-      target,
-      status: res.status,
-      unknownEventIds: outside.length,
-      events: eventIds,
-    })
-    // Upstream's text; the ids are the receiver's, so they are stored redacted and bounded, never logged.
-    return all({
-      ok: false,
-      code: res.status,
-      errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, redact),
-      response: stored(),
-      kind: 'rejected',
-    })
-  }
+  if (outside.length) return outsideBatch(r, outside)
   return reportedOutcomes(res.status, eventIds, failures, target, log, redact)
+}
+
+/** One response being read: what every outcome of {@link interpretResponse} is made from. */
+type Reading = { res: HttpResponse; eventIds: readonly string[]; target: string; log: Logger; redact: Redactor }
+
+/** The same outcome for every event of the batch; a failure then says it was the whole batch's. */
+function all({ eventIds }: Reading, o: Outcome): Map<string, Outcome> {
+  const outcome: Outcome = o.ok ? o : { ...o, wholeBatch: true }
+  return new Map(eventIds.map(id => [id, outcome]))
+}
+
+const stored = ({ res, redact }: Reading) => cleanText(res.body, STORED_RESPONSE_BYTES, redact)
+
+function invalid(r: Reading, problem: string): Map<string, Outcome> {
+  r.log.warn('Webhook target returned a malformed response', { target: r.target, status: r.res.status, events: r.eventIds })
+  // The receiver answered 2xx: it works, and this answer rejects the batch.
+  return all(r, { ok: false, code: r.res.status, errorMessage: `Invalid response: ${problem}`, response: stored(r), kind: 'rejected' })
+}
+
+/** A status outside 2xx fails the whole batch, with the kind its status says and a Retry-After where one counts. */
+function statusOutcomes(r: Reading): Map<string, Outcome> {
+  const { res, redact } = r
+  r.log.warn('Webhook target responded with an error status', {
+    target: r.target,
+    status: res.status,
+    statusText: excerpt(res.statusText, redact),
+    events: r.eventIds,
+  })
+  const retryAfter = RETRY_AFTER_STATUSES.has(res.status) ? parseRetryAfter(res.retryAfter) : undefined
+  return all(r, {
+    ok: false,
+    code: res.status,
+    errorMessage: cleanText(res.statusText, STORED_ERROR_BYTES, redact),
+    response: stored(r),
+    kind: statusKind(res.status),
+    ...(retryAfter ? { retryAfter } : {}),
+  })
+}
+
+/** `failures` naming events outside the batch reject the whole batch, as upstream does. */
+function outsideBatch(r: Reading, outside: readonly string[]): Map<string, Outcome> {
+  r.log.warn('Webhook target reported failures for event ids outside the batch', {
+    target: r.target,
+    status: r.res.status,
+    unknownEventIds: outside.length,
+    events: r.eventIds,
+  })
+  // Upstream's text; the ids are the receiver's, so they are stored redacted and bounded, never logged.
+  return all(r, {
+    ok: false,
+    code: r.res.status,
+    errorMessage: cleanText(`Invalid response: undefined events IDs: ${outside.join('; ')}`, STORED_ERROR_BYTES, r.redact),
+    response: stored(r),
+    kind: 'rejected',
+  })
 }
 
 type Failure = { error: string | undefined; retry: boolean | undefined }
