@@ -55,9 +55,7 @@ export function formatPath(path: readonly PropertyKey[]): string {
  */
 export function inspectJson(value: unknown, base: readonly PropertyKey[], opts: InspectOptions): string[] {
   const problems: string[] = []
-  const stack: Array<{ value: unknown; path: readonly PropertyKey[]; depth: number }> = [
-    { value, path: base, depth: -(opts.depthOffset ?? 0) },
-  ]
+  const stack: Walked[] = [{ value, path: base, depth: -(opts.depthOffset ?? 0) }]
   const add = (path: readonly PropertyKey[], message: string) => {
     problems.push(path.length ? `${formatPath(path)}: ${message}` : message)
   }
@@ -92,17 +90,30 @@ export function inspectJson(value: unknown, base: readonly PropertyKey[], opts: 
       add(path, 'expected a plain JSON object')
       continue
     }
-    const keys = Object.keys(v)
-    for (let i = keys.length - 1; i >= 0; i--) {
-      const key = keys[i] ?? ''
-      const keyProblem = textProblem(key)
-      if (keyProblem) add([...path, key], `key ${keyProblem}`)
-      else if (opts.forbidPrototypeKeys && FORBIDDEN_KEYS.has(key))
-        add([...path, key], 'is not allowed as a key (it reaches Object.prototype)')
-      else stack.push({ value: Reflect.get(v, key), path: [...path, key], depth: depth + 1 })
-    }
+    pushEntries(v, item, stack, opts, add)
   }
   return problems
+}
+
+type Walked = { value: unknown; path: readonly PropertyKey[]; depth: number }
+
+/** Puts a plain object's entries on the walk's stack (in order), or adds the problem of a key that is unfit. */
+function pushEntries(
+  v: object,
+  { path, depth }: Walked,
+  stack: Walked[],
+  opts: InspectOptions,
+  add: (path: readonly PropertyKey[], message: string) => void,
+): void {
+  const keys = Object.keys(v)
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const key = keys[i] ?? ''
+    const keyProblem = textProblem(key)
+    if (keyProblem) add([...path, key], `key ${keyProblem}`)
+    else if (opts.forbidPrototypeKeys && FORBIDDEN_KEYS.has(key))
+      add([...path, key], 'is not allowed as a key (it reaches Object.prototype)')
+    else stack.push({ value: Reflect.get(v, key), path: [...path, key], depth: depth + 1 })
+  }
 }
 
 /** Longest zod message kept: messages may quote an unrecognized key, and a key can be megabytes long. */
