@@ -1,0 +1,208 @@
+// The JSON the admin API answers with and the CLI's --json prints (issue 25): one shape per thing an
+// operator reads, built by pure functions from the rows lib/db returns. Timestamps are ISO 8601 UTC
+// strings. Variable values never appear here: a variable is its name and when it last changed.
+import type { ListedEvent } from '../db/operator.js'
+import { pauseKind, pauseLabel, type TargetHealth } from '../db/pauses.js'
+import type { EventRow, EventState } from '../events.js'
+import { noRedaction, type Redactor } from '../text.js'
+
+/** Every state an event can be in, in the order stats list them. */
+export const EVENT_STATES: readonly EventState[] = ['created', 'retrying', 'processing', 'succeed', 'failed', 'stopped']
+
+/** What a listing row holds: the event without payload and log. */
+export type EventSummaryRow = Pick<
+  EventRow,
+  'id' | 'project' | 'state' | 'target' | 'trigger' | 'num_retries' | 'created_at' | 'last_state_change' | 'visible_at' | 'resolved_at'
+> & {
+  /** The start of the last log entry's errorMessage (cut in the database), null when there is none. */
+  last_error?: string | null
+}
+
+/** One event in a listing. */
+export type EventJson = {
+  id: string
+  project: string
+  state: EventState
+  target: string
+  trigger: string
+  /** Attempts made so far (the row's num_retries). */
+  attempts: number
+  createdAt: string
+  lastStateChange: string
+  /** When the event is (or was) due: its next attempt, or the lease end while processing. */
+  visibleAt: string
+  resolvedAt: string | null
+  /** The start of the last attempt's error, redacted with the project's variables; null when none. */
+  lastError: string | null
+}
+
+/** One failed attempt of an event's log, its text redacted. Fields a stored entry lacks are left out. */
+export type AttemptJson = { ok: boolean; code?: number; errorMessage?: string; response?: string; durationMs?: number }
+
+/** One event with its attempt log (GET …/events/:id). */
+export type EventDetailJson = EventJson & {
+  transactionId: string
+  stage: string | null
+  priority: number
+  schemaVersion: number
+  payload: Record<string, unknown>
+  log: AttemptJson[]
+  /** Entries dropped between the first and the last kept (migration 010). */
+  logDropped: number
+  identityId: string | null
+  ipAddress: string | null
+  userAgent: string | null
+}
+
+/** A listing row as the API shows it; `redact` hides the project's variable values in receiver text. */
+export function eventJson(row: EventSummaryRow, redact: Redactor = noRedaction): EventJson {
+  return {
+    id: row.id,
+    project: row.project,
+    state: row.state,
+    target: row.target,
+    trigger: row.trigger,
+    attempts: row.num_retries,
+    createdAt: row.created_at.toISOString(),
+    lastStateChange: row.last_state_change.toISOString(),
+    visibleAt: row.visible_at.toISOString(),
+    resolvedAt: iso(row.resolved_at),
+    lastError: row.last_error == null ? null : redact(row.last_error),
+  }
+}
+
+/** One whole event with its attempt log, every text of the log redacted with `redact`. */
+export function eventDetailJson(row: EventRow, redact: Redactor = noRedaction): EventDetailJson {
+  const log = row.log.map(entry => attemptJson(entry, redact))
+  const last = log.at(-1)
+  return {
+    ...eventJson({ ...row, last_error: null }, redact),
+    lastError: last?.errorMessage ?? null,
+    transactionId: row.transaction_id,
+    stage: row.stage,
+    priority: row.priority,
+    schemaVersion: row.schema_version,
+    payload: row.payload,
+    log,
+    logDropped: row.log_dropped,
+    identityId: row.identity_id,
+    ipAddress: row.ip_address,
+    userAgent: row.user_agent,
+  }
+}
+
+/** One stored log entry: only the known fields, strings redacted; anything else stored there is left out. */
+export function attemptJson(entry: unknown, redact: Redactor = noRedaction): AttemptJson {
+  if (typeof entry !== 'object' || entry === null) return { ok: false }
+  const e = new Map(Object.entries(entry))
+  const text = (k: string) => {
+    const v = e.get(k)
+    return typeof v === 'string' ? { [k]: redact(v) } : {}
+  }
+  const int = (k: string) => {
+    const v = e.get(k)
+    return typeof v === 'number' && Number.isInteger(v) ? { [k]: v } : {}
+  }
+  return { ok: e.get('ok') === true, ...int('code'), ...text('errorMessage'), ...text('response'), ...int('durationMs') }
+}
+
+/** A CLI listing row (lib/db/operator.ts listEvents) as JSON: no timestamps but the due time. */
+export type ListedEventJson = Pick<EventJson, 'id' | 'state' | 'target' | 'trigger' | 'attempts' | 'visibleAt' | 'lastError'> & {
+  /** The last error's full length in characters (lastError holds only its start). */
+  lastErrorChars: number
+}
+
+/** A row of the CLI's listings (failed, processing, due) as JSON, its error text redacted. */
+export function listedEventJson(row: ListedEvent, redact: Redactor = noRedaction): ListedEventJson {
+  return {
+    id: row.id,
+    state: row.state,
+    target: row.target,
+    trigger: row.trigger,
+    attempts: row.num_retries,
+    visibleAt: row.visible_at.toISOString(),
+    lastError: row.last_error === null ? null : redact(row.last_error),
+    lastErrorChars: row.last_error_chars,
+  }
+}
+
+/** Due events of one target: how many, and how long the oldest has been due. */
+export type TargetBacklog = { due: number; oldestDueAgeSeconds: number }
+
+/** A target's health as the API shows it. */
+export type TargetJson = {
+  target: string
+  /** False for a target with a health row that the current schema no longer has. */
+  inSchema: boolean
+  state: 'running' | 'paused'
+  /** Why it is paused (null when running): the gauges' kind and the operator's label (`misconfigured (401)`). */
+  pause: { kind: 'down' | 'misconfigured' | 'operator'; label: string; since: string | null; probeAt: string | null } | null
+  /** Batches failed in a row, and since when (0 and null when the last one succeeded). */
+  consecutiveFailures: number
+  failingSince: string | null
+  due: number
+  oldestDueAgeSeconds: number
+}
+
+/** One target's health from its health row (none: healthy) and its due events. */
+export function targetJson(target: string, inSchema: boolean, health: TargetHealth | undefined, backlog?: TargetBacklog): TargetJson {
+  const reason = health?.paused_reason ?? null
+  return {
+    target,
+    inSchema,
+    state: reason === null ? 'running' : 'paused',
+    pause:
+      reason === null || !health
+        ? null
+        : { kind: pauseKind(reason), label: pauseLabel(health) ?? '?', since: iso(health.paused_at), probeAt: iso(health.probe_at) },
+    consecutiveFailures: health?.consecutive_failures ?? 0,
+    failingSince: iso(health?.failing_since ?? null),
+    due: backlog?.due ?? 0,
+    oldestDueAgeSeconds: backlog?.oldestDueAgeSeconds ?? 0,
+  }
+}
+
+/** A variable as anyone but its project's admin sees it: its name and when it last changed, never its value. */
+export type VariableJson = { name: string; updatedAt: string | null }
+
+/** Variables as names and update times; the value is not even read from the row. */
+export function variablesJson(rows: ReadonlyArray<{ name: string; updated_at: Date | null }>): VariableJson[] {
+  return rows.map(r => ({ name: r.name, updatedAt: iso(r.updated_at) }))
+}
+
+/** What the stats are built from: event counts by state, the due backlog, the heartbeat. */
+export type StatsInput = {
+  project: string
+  counts: Partial<Record<EventState, number>>
+  due: number
+  oldestDueAgeSeconds: number
+  /** When dispatch last made progress on the project (actions_dispatch_progress), null when never. */
+  progressedAt: Date | null
+  /** The database's now, so the heartbeat's age is judged by the one clock. */
+  now: Date
+}
+
+/** A project's numbers (GET …/stats). */
+export type StatsJson = {
+  project: string
+  counts: Record<EventState, number>
+  due: number
+  oldestDueAgeSeconds: number
+  lastProgressAt: string | null
+  lastProgressAgeSeconds: number | null
+}
+
+/** The stats of a project, every state counted (0 when absent). */
+export function statsJson(s: StatsInput): StatsJson {
+  const counts = Object.fromEntries(EVENT_STATES.map(state => [state, s.counts[state] ?? 0]))
+  return {
+    project: s.project,
+    counts: { created: 0, retrying: 0, processing: 0, succeed: 0, failed: 0, stopped: 0, ...counts },
+    due: s.due,
+    oldestDueAgeSeconds: s.oldestDueAgeSeconds,
+    lastProgressAt: iso(s.progressedAt),
+    lastProgressAgeSeconds: s.progressedAt ? Math.max(0, (s.now.getTime() - s.progressedAt.getTime()) / 1000) : null,
+  }
+}
+
+const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString())
