@@ -26,7 +26,7 @@ describe('migrations', () => {
   it('apply from scratch on an empty database', async () => {
     const empty = await freshDatabase()
     try {
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_migration; DROP TYPE actions_event_state')
+      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state')
       expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql', '005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql', '008_target_flow.sql', '009_probe_claimed.sql', '010_log_bound.sql', '011_misconfigured.sql', '012_batch_split.sql', '013_admin_tokens.sql'])
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
@@ -40,7 +40,7 @@ describe('migrations', () => {
     const empty = await freshDatabase()
     try {
       for (const f of (await readdir(MIGRATIONS)).filter(f => f < '005')) await copyFile(join(MIGRATIONS, f), join(before, f))
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_migration; DROP TYPE actions_event_state')
+      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state')
       expect(await migrate(empty.pool, `${before}/`)).toHaveLength(4)
       // Two rows in every state, created in a known order (the due ones out of id order on purpose).
       await empty.pool.query(`
