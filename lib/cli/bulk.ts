@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { retryEvents, stopEvents, type BulkFilter } from '../db/operator.js'
+import { printDocument } from './json.js'
 import { UsageError, type EventsContext, type Io } from './usage.js'
 import { wake } from './wake.js'
 
@@ -37,9 +38,18 @@ export async function bulkCommand(ctx: EventsContext, sub: 'retry' | 'stop', val
   const filter = parseFilter(sub, values)
   const changed = sub === 'retry' ? await retryEvents(ctx.pool, filter) : await stopEvents(ctx.pool, filter)
   const verb = sub === 'retry' ? 'made due now' : 'stopped'
-  io.out(
-    `${changed} ${filter.state} event(s) of ${filter.project} ${verb}${changed === filter.limit ? ` (limit ${filter.limit} reached: run again for the rest)` : ''}`,
-  )
+  if (io.json)
+    printDocument(io, {
+      project: filter.project,
+      state: filter.state,
+      changed,
+      limit: filter.limit,
+      limitReached: changed === filter.limit,
+    })
+  else
+    io.out(
+      `${changed} ${filter.state} event(s) of ${filter.project} ${verb}${changed === filter.limit ? ` (limit ${filter.limit} reached: run again for the rest)` : ''}`,
+    )
   if (sub === 'stop' || changed === 0) return 0
   return wake(ctx.signals(), filter.project, io, 'retry', 'events')
 }

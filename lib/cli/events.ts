@@ -1,9 +1,11 @@
 import { z } from 'zod'
+import { eventDetailJson, listedEventJson } from '../admin/shapes.js'
 import { eventProject, getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../events.js'
 import { fetchVariables } from '../db/variables.js'
 import { redactor, type Redactor } from '../text.js'
 import { BULK_OPTIONS, BULK_USAGE, bulkCommand } from './bulk.js'
+import { printDocument, printLines } from './json.js'
 import { parseCommand, UsageError, type EventsContext, type Io } from './usage.js'
 import { wake } from './wake.js'
 
@@ -60,8 +62,10 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
       return retry(ctx, uuid(arg), values.project, io)
     case 'stop': {
       const id = uuid(arg)
-      if (!(await stopEvent(ctx.pool, await projectOf(ctx, id, values.project), id))) throw new Error(`no event ${id}`)
-      io.out(`event ${id} stopped`)
+      const project = await projectOf(ctx, id, values.project)
+      if (!(await stopEvent(ctx.pool, project, id))) throw new Error(`no event ${id}`)
+      if (io.json) printDocument(io, { id, project, state: 'stopped' })
+      else io.out(`event ${id} stopped`)
       return 0
     }
     default:
@@ -75,6 +79,14 @@ async function list(ctx: EventsContext, project: string, listing: Listing, limit
   // Fetched past the shown part by the longest redacted form of a value, so no secret is cut in half.
   const rows = await listEvents(ctx.pool, project, listing, limit, LISTED_ERROR_CHARS + redactionReach(secrets))
   const redact = redactor(secrets)
+  if (io.json) {
+    // The same start of the error as the line form: redacted first, then cut, so no secret is cut in half.
+    printLines(
+      io,
+      rows.map(row => listedEventJson(row, text => cut(redact(text), LISTED_ERROR_CHARS))),
+    )
+    return 0
+  }
   for (const row of rows) io.out(summary(row, redact))
   io.out(`${rows.length} ${listing} event(s)${rows.length === limit ? ` (limit ${limit})` : ''}`)
   return 0
@@ -84,7 +96,10 @@ async function list(ctx: EventsContext, project: string, listing: Listing, limit
 async function show(ctx: EventsContext, id: string, given: string | undefined, io: Io): Promise<number> {
   const row = await getEvent(ctx.pool, await projectOf(ctx, id, given), id)
   if (!row) throw new Error(`no event ${id}`)
-  io.out(JSON.stringify(shown(row, redactor((await fetchVariables(ctx.pool, row.project)).values())), null, 2))
+  const redact = redactor((await fetchVariables(ctx.pool, row.project)).values())
+  // --json prints the API's shape (GET …/events/:id): the whole stored log, redacted.
+  if (io.json) printDocument(io, eventDetailJson(row, redact))
+  else io.out(JSON.stringify(shown(row, redact), null, 2))
   return 0
 }
 
@@ -104,7 +119,8 @@ const isListing = (sub: string | undefined): sub is Listing => sub === 'failed' 
 async function retry(ctx: EventsContext, id: string, given: string | undefined, io: Io): Promise<number> {
   const project = await projectOf(ctx, id, given)
   if (!(await retryEvent(ctx.pool, project, id))) throw new Error(`no event ${id}`)
-  io.out(`event ${id} is due now`)
+  if (io.json) printDocument(io, { id, project, due: true })
+  else io.out(`event ${id} is due now`)
   return wake(ctx.signals(), project, io, 'retry', 'event')
 }
 

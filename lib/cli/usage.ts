@@ -7,8 +7,8 @@ export class UsageError extends Error {
   override name = 'UsageError'
 }
 
-/** Where a command writes: stdout lines and stderr lines. */
-export type Io = { out: (s: string) => void; err: (s: string) => void }
+/** Where a command writes: stdout lines and stderr lines; `json` when --json asked for documents on stdout. */
+export type Io = { out: (s: string) => void; err: (s: string) => void; json?: boolean }
 
 /** What the event commands need: the database, and the signal queue when one is configured. */
 export type EventsContext = { pool: pg.Pool; signals: () => Signals | undefined }

@@ -1,4 +1,5 @@
 import type { Signals } from '../signals.js'
+import { say } from './json.js'
 import type { Io } from './usage.js'
 
 /**
@@ -20,6 +21,7 @@ export async function wake(signals: Signals | undefined, project: string, io: Io
     )
     return 1
   }
-  io.out(`signalled project ${project}`)
+  // With --json a script reads the change's document on stdout and this outcome in the exit code.
+  say(io, `signalled project ${project}`)
   return 0
 }
