@@ -100,5 +100,11 @@ function answer(result: ExecutionResult, ctx: RouteContext): GraphqlAnswer {
  */
 function withoutValue(e: GraphQLFormattedError): GraphQLFormattedError {
   const name = / got invalid value /.test(e.message) ? /^Variable "\$(\w+)"/.exec(e.message)?.[1] : undefined
-  return name === undefined ? e : { ...e, message: `Variable "$${name}" got an invalid value (a wrong type, or a required field missing)` }
+  return name === undefined
+    ? e
+    : {
+        ...e,
+        message: `Variable "$${name}" got an invalid value (a wrong type, or a required field missing)`,
+        extensions: { ...e.extensions, code: 'BAD_USER_INPUT' },
+      }
 }
