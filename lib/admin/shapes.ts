@@ -1,22 +1,16 @@
 // The JSON the admin API answers with and the CLI's --json prints (issue 25): one shape per thing an
 // operator reads, built by pure functions from the rows lib/db returns. Timestamps are ISO 8601 UTC
 // strings. Variable values never appear here: a variable is its name and when it last changed.
+import type { EventSummaryRow } from '../db/admin-events.js'
 import type { ListedEvent } from '../db/operator.js'
 import { pauseKind, pauseLabel, type TargetHealth } from '../db/pauses.js'
 import type { EventRow, EventState } from '../events.js'
 import { noRedaction, type Redactor } from '../text.js'
 
+export type { EventSummaryRow }
+
 /** Every state an event can be in, in the order stats list them. */
 export const EVENT_STATES: readonly EventState[] = ['created', 'retrying', 'processing', 'succeed', 'failed', 'stopped']
-
-/** What a listing row holds: the event without payload and log. */
-export type EventSummaryRow = Pick<
-  EventRow,
-  'id' | 'project' | 'state' | 'target' | 'trigger' | 'num_retries' | 'created_at' | 'last_state_change' | 'visible_at' | 'resolved_at'
-> & {
-  /** The start of the last log entry's errorMessage (cut in the database), null when there is none. */
-  last_error?: string | null
-}
 
 /** One event in a listing. */
 export type EventJson = {

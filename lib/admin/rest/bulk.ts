@@ -1,0 +1,36 @@
+// POST …/events/retry|stop: the CLI's bulk filter (lib/cli/bulk.ts), in one statement
+// (lib/db/operator.ts retryEvents/stopEvents), then, for a retry that changed events, one signal.
+import { z } from 'zod'
+import { retryEvents, stopEvents } from '../../db/operator.js'
+import { MAX_BULK_EVENTS } from '../../cli/bulk.js'
+import { ProblemError, type Route, type RouteContext } from '../types.js'
+import { nameSchema, projectOf, signal, timeSchema } from './common.js'
+
+/** The filter, as the CLI's flags: bounds on created_at, the oldest first, at most MAX_BULK_EVENTS per call. */
+export const bulkBody = z
+  .object({
+    target: nameSchema.optional(),
+    state: z.enum(['failed', 'retrying']).default('failed'),
+    since: timeSchema.optional(),
+    until: timeSchema.optional(),
+    limit: z.number().int().min(1).max(MAX_BULK_EVENTS).default(MAX_BULK_EVENTS),
+  })
+  .strict()
+
+const bulk = (action: 'retry' | 'stop') => async (ctx: RouteContext) => {
+  const project = projectOf(ctx)
+  // No body is the whole default filter: every failed event of the project, up to the limit.
+  const f = bulkBody.parse(ctx.body ?? {})
+  if (f.since && f.until && f.since >= f.until) throw new ProblemError(400, 'Bad request', 'since must be before until')
+  const filter = { project, target: f.target, state: f.state, since: f.since, until: f.until, limit: f.limit }
+  const changed = action === 'retry' ? await retryEvents(ctx.deps.db, filter) : await stopEvents(ctx.deps.db, filter)
+  const signalled = action === 'retry' && changed > 0 ? await signal(ctx, project, 'bulk retry') : false
+  // At the limit, more may match: the same call again takes the oldest that still do.
+  return { status: 200, body: { action, changed, limit: f.limit, limitReached: changed === f.limit, signalled } }
+}
+
+/** The bulk event routes. */
+export const bulkRoutes: Route[] = [
+  { method: 'POST', path: '/v1/projects/:project/events/retry', need: 'admin', handle: bulk('retry') },
+  { method: 'POST', path: '/v1/projects/:project/events/stop', need: 'admin', handle: bulk('stop') },
+]

@@ -1,0 +1,117 @@
+// The JSON Schemas (2020-12, as OpenAPI 3.1 uses) of the REST answers: one per shape of
+// lib/admin/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
+// validate them (lib/admin/openapi.ts), so a body the document allows is a body the route takes.
+import { EVENT_STATES } from '../shapes.js'
+
+type Schema = Record<string, unknown>
+
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` })
+const str: Schema = { type: 'string' }
+const int: Schema = { type: 'integer' }
+const num: Schema = { type: 'number', minimum: 0 }
+const bool: Schema = { type: 'boolean' }
+const time: Schema = { type: 'string', format: 'date-time' }
+const nullable = (s: Schema): Schema => ({ anyOf: [s, { type: 'null' }] })
+
+/** A closed object: every property required (the shapes always write every field), none other allowed. */
+export function object(properties: Record<string, Schema>, optional: readonly string[] = []): Schema {
+  return {
+    type: 'object',
+    properties,
+    required: Object.keys(properties).filter(k => !optional.includes(k)),
+    additionalProperties: false,
+  }
+}
+
+const event = {
+  id: { type: 'string', format: 'uuid' },
+  project: str,
+  state: ref('EventState'),
+  target: str,
+  trigger: str,
+  attempts: { type: 'integer', minimum: 0 },
+  createdAt: time,
+  lastStateChange: time,
+  visibleAt: time,
+  resolvedAt: nullable(time),
+  lastError: { ...nullable(str), description: 'The start of the last attempt’s error, variable values redacted.' },
+}
+
+/** The answers' schemas, by component name. */
+export const responseSchemas: Record<string, Schema> = {
+  Problem: {
+    ...object({ type: str, title: str, status: { type: 'integer', minimum: 400, maximum: 599 }, detail: str }, ['detail']),
+    // RFC 9457 allows extension members.
+    additionalProperties: true,
+    description: 'An RFC 9457 problem (application/problem+json). Its detail names paths and limits, never a value.',
+  },
+  EventState: { type: 'string', enum: [...EVENT_STATES] },
+  Event: object(event),
+  Attempt: object({ ok: bool, code: int, errorMessage: str, response: str, durationMs: int }, [
+    'code',
+    'errorMessage',
+    'response',
+    'durationMs',
+  ]),
+  EventDetail: object({
+    ...event,
+    transactionId: { type: 'string', format: 'uuid' },
+    stage: nullable(str),
+    priority: int,
+    schemaVersion: int,
+    payload: { type: 'object' },
+    log: { type: 'array', items: ref('Attempt') },
+    logDropped: { type: 'integer', minimum: 0 },
+    identityId: nullable({ type: 'string', format: 'uuid' }),
+    ipAddress: nullable(str),
+    userAgent: nullable(str),
+  }),
+  EventPage: object({
+    events: { type: 'array', items: ref('Event'), maxItems: 1000 },
+    nextCursor: { ...nullable(str), description: 'Pass as `cursor` for the next page; null on the last page.' },
+  }),
+  EventChange: object({ id: { type: 'string', format: 'uuid' }, action: { enum: ['retry', 'stop'] }, signalled: bool }),
+  BulkResult: object({
+    action: { enum: ['retry', 'stop'] },
+    changed: { type: 'integer', minimum: 0 },
+    limit: { type: 'integer', minimum: 1 },
+    limitReached: { ...bool, description: 'More events may match: the same call again takes the oldest that still do.' },
+    signalled: bool,
+  }),
+  EnqueueResult: object({
+    eventIds: { type: 'array', items: { type: 'string', format: 'uuid' } },
+    written: { type: 'integer', minimum: 0 },
+    unmatched: { type: 'array', items: { type: 'integer', minimum: 0 } },
+  }),
+  Target: object({
+    target: str,
+    inSchema: bool,
+    state: { enum: ['running', 'paused'] },
+    pause: nullable(
+      object({ kind: { enum: ['down', 'misconfigured', 'operator'] }, label: str, since: nullable(time), probeAt: nullable(time) }),
+    ),
+    consecutiveFailures: { type: 'integer', minimum: 0 },
+    failingSince: nullable(time),
+    due: { type: 'integer', minimum: 0 },
+    oldestDueAgeSeconds: num,
+  }),
+  Targets: object({ targets: { type: 'array', items: ref('Target') } }),
+  TargetPaused: object({ target: str, state: { const: 'paused' }, pausedAt: time }),
+  TargetResumed: object({ target: str, state: { const: 'running' }, wasPaused: bool, signalled: bool }),
+  StoredSchema: object({ version: { type: 'integer', minimum: 1 }, schema: { type: 'object' } }),
+  SchemaVersion: object({ version: { type: 'integer', minimum: 1 } }),
+  Variable: object({ name: str, updatedAt: { ...nullable(time), description: 'Null: the store keeps no change time yet.' } }),
+  Variables: {
+    ...object({ variables: { type: 'array', items: ref('Variable') } }),
+    description: 'Names and update times only: no answer of this API carries a variable value.',
+  },
+  Stats: object({
+    project: str,
+    counts: object(Object.fromEntries(EVENT_STATES.map(s => [s, { type: 'integer', minimum: 0 }]))),
+    due: { type: 'integer', minimum: 0 },
+    oldestDueAgeSeconds: num,
+    lastProgressAt: nullable(time),
+    lastProgressAgeSeconds: nullable(num),
+  }),
+  OpenApiDocument: { type: 'object', required: ['openapi', 'paths'] },
+}

@@ -1,0 +1,45 @@
+// GET …/variables (names and update times, never values), PUT (the CLI's --mode set), PATCH (merge),
+// either with ?mode=append-only-missing, and DELETE …/variables/:name.
+import { z } from 'zod'
+import { deleteVariable, listVariableNames } from '../../db/variable-names.js'
+import { setVariables, type VariablesMode } from '../../db/variables.js'
+import { variablesJson } from '../shapes.js'
+import type { Route, RouteContext } from '../types.js'
+import { nameSchema, notFound, param, projectOf, queryOf, validated } from './common.js'
+
+/** Names the templates can substitute (docs/delivery.md), as the CLI accepts them: any other could never be used. */
+const variableName = nameSchema.regex(/^[A-Za-z0-9_]+$/, 'expected letters, digits and _ only')
+
+// Postgres text cannot hold NUL: refused here, not by a failed statement.
+const variableValue = z.string().refine(v => !v.includes('\u0000'), 'a value may not hold NUL (U+0000)')
+/** The body of PUT and PATCH …/variables: names to values. */
+export const variablesBody = z.object({ variables: z.record(variableName, variableValue) }).strict()
+const modeQuery = z.object({ mode: z.literal('append-only-missing').optional() }).strict()
+
+/** The names after a change: the answer never carries a value, not even the ones just sent. */
+async function names(ctx: RouteContext, project: string) {
+  return { status: 200, body: { variables: variablesJson(await listVariableNames(ctx.deps.db, project)) } }
+}
+
+const write = (mode: VariablesMode) => async (ctx: RouteContext) => {
+  const project = projectOf(ctx)
+  const q = queryOf(ctx, modeQuery)
+  const { variables } = variablesBody.parse(ctx.body)
+  await validated(() => setVariables(ctx.deps.db, project, variables, q.mode ?? mode))
+  return names(ctx, project)
+}
+
+async function remove(ctx: RouteContext) {
+  const project = projectOf(ctx)
+  const name = param(ctx, 'name', nameSchema)
+  if (!(await deleteVariable(ctx.deps.db, project, name))) throw notFound('no variable of that name')
+  return { status: 204 }
+}
+
+/** The variable routes. */
+export const variableRoutes: Route[] = [
+  { method: 'GET', path: '/v1/projects/:project/variables', need: 'view', handle: ctx => names(ctx, projectOf(ctx)) },
+  { method: 'PUT', path: '/v1/projects/:project/variables', need: 'variables', handle: write('set') },
+  { method: 'PATCH', path: '/v1/projects/:project/variables', need: 'variables', handle: write('merge') },
+  { method: 'DELETE', path: '/v1/projects/:project/variables/:name', need: 'variables', handle: remove },
+]

@@ -1,0 +1,153 @@
+// The admin API's reads of a project's events (issue 25): the paginated listing, per-target due
+// backlogs and the numbers of GET …/stats. Operator listings of lib/db/operator.ts stay as they are.
+import type { EventRow, EventState } from '../events.js'
+import { DUE_BACKLOG_SQL } from './backlog.js'
+import { DUE } from './due.js'
+import type { Queryable } from './pool.js'
+import { named } from './sql.js'
+
+/** What a listing row holds: the event without payload and log. */
+export type EventSummaryRow = Pick<
+  EventRow,
+  'id' | 'project' | 'state' | 'target' | 'trigger' | 'num_retries' | 'created_at' | 'last_state_change' | 'visible_at' | 'resolved_at'
+> & {
+  /** The start of the last log entry's errorMessage (cut in the database), null when there is none. */
+  last_error?: string | null
+}
+
+/** Where a page starts: after the event changed at `changeUs` (microseconds since the epoch) with id `id`. */
+export type EventCursor = { changeUs: bigint; id: string }
+
+/** The listing's filter; every field but the project and the limit may be left out. */
+export type EventPageFilter = {
+  project: string
+  state?: EventState | undefined
+  target?: string | undefined
+  /** last_state_change >= since (inclusive), when given. */
+  since?: Date | undefined
+  /** last_state_change < until (exclusive), when given. */
+  until?: Date | undefined
+  after?: EventCursor | undefined
+  limit: number
+  /** Characters of the last error fetched per event (a listing never carries a 4 KB response). */
+  errorChars: number
+}
+
+type PageParams = {
+  project: string
+  state: EventState | null
+  target: string | null
+  since: Date | null
+  until: Date | null
+  after_us: string | null
+  after_id: string | null
+  limit: number
+  error_chars: number
+}
+
+/**
+ * Newest change first, keyset-paginated on (last_state_change, id): a page after the millionth event
+ * costs what the first does, and events changing between pages move to the top without shifting the
+ * others: no event is skipped or repeated for it. The cursor's time travels as exact microseconds (a JS Date holds only
+ * milliseconds). With state=failed the planner walks actions_event_failed_idx backwards; other states
+ * have no index on the change time (one would cost every state change a write), so they read the project's rows,
+ * under the statement timeout.
+ */
+export const EVENT_PAGE = named<PageParams>()(
+  ['project', 'state', 'target', 'since', 'until', 'after_us', 'after_id', 'limit', 'error_chars'],
+  `SELECT id, project, state, target, trigger, num_retries, created_at, last_state_change, visible_at, resolved_at,
+          left(log -> -1 ->> 'errorMessage', $error_chars) AS last_error,
+          (extract(epoch FROM last_state_change) * 1000000)::int8::text AS change_us
+   FROM actions_event
+   WHERE project = $project
+     AND ($state::actions_event_state IS NULL OR state = $state::actions_event_state)
+     AND ($target::text IS NULL OR target = $target::text)
+     AND ($since::timestamptz IS NULL OR last_state_change >= $since::timestamptz)
+     AND ($until::timestamptz IS NULL OR last_state_change < $until::timestamptz)
+     AND ($after_us::int8 IS NULL
+          OR (last_state_change, id) < (timestamptz 'epoch' + $after_us::int8 * interval '1 microsecond', $after_id::uuid))
+   ORDER BY last_state_change DESC, id DESC
+   LIMIT $limit`,
+)
+
+/** One listed event and the cursor that starts the page after it. */
+export type PagedEvent = EventSummaryRow & { last_error: string | null; cursor: EventCursor }
+
+/** One page of a project's events (at most `limit`), newest change first; `next` is set when more follow. */
+export async function listEventPage(db: Queryable, f: EventPageFilter): Promise<{ events: PagedEvent[]; next: EventCursor | undefined }> {
+  // One row past the page says whether another page exists, without a count.
+  const { rows } = await db.query<EventSummaryRow & { last_error: string | null; change_us: string }>(
+    EVENT_PAGE.text,
+    EVENT_PAGE.values({
+      project: f.project,
+      state: f.state ?? null,
+      target: f.target ?? null,
+      since: f.since ?? null,
+      until: f.until ?? null,
+      after_us: f.after ? f.after.changeUs.toString() : null,
+      after_id: f.after ? f.after.id : null,
+      limit: f.limit + 1,
+      error_chars: f.errorChars,
+    }),
+  )
+  const events = rows.slice(0, f.limit).map(({ change_us, ...r }) => ({ ...r, cursor: { changeUs: BigInt(change_us), id: r.id } }))
+  return { events, next: rows.length > f.limit ? events.at(-1)?.cursor : undefined }
+}
+
+/** Per target of a project: its due events and how long the oldest has been due (the due index, no history). */
+export const TARGET_BACKLOG = named<{ project: string }>()(
+  ['project'],
+  `SELECT target, count(*)::int AS due, coalesce(extract(epoch FROM now() - min(visible_at)), 0)::float8 AS oldest_s
+   FROM actions_event WHERE project = $project AND ${DUE}
+   GROUP BY target`,
+)
+
+/** Due events by target of one project. */
+export async function readTargetBacklog(
+  db: Queryable,
+  project: string,
+): Promise<Map<string, { due: number; oldestDueAgeSeconds: number }>> {
+  const { rows } = await db.query<{ target: string; due: number; oldest_s: number }>(
+    TARGET_BACKLOG.text,
+    TARGET_BACKLOG.values({ project }),
+  )
+  return new Map(rows.map(r => [r.target, { due: r.due, oldestDueAgeSeconds: Math.max(0, r.oldest_s) }]))
+}
+
+/**
+ * The project's numbers in one snapshot: events by state (this reads every event the project still
+ * holds, which retention bounds), the due backlog as the sweeper's gauges define it (DUE_BACKLOG_SQL,
+ * narrowed to the project: its GROUP BY lets the filter reach the due index), the heartbeat and now.
+ */
+export const PROJECT_STATS = named<{ project: string }>()(
+  ['project'],
+  `SELECT c.counts, b.due, b.oldest_s, p.progressed_at, now() AS now
+   FROM (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb) AS counts
+         FROM (SELECT state, count(*)::int AS n FROM actions_event WHERE project = $project GROUP BY state) s) c
+   CROSS JOIN (SELECT coalesce(sum(n), 0)::int AS due, coalesce(max(oldest_s), 0)::float8 AS oldest_s
+               FROM (${DUE_BACKLOG_SQL}) d WHERE d.project = $project) b
+   LEFT JOIN actions_dispatch_progress p ON p.project = $project`,
+)
+
+/** What GET …/stats is built from (lib/admin/shapes.ts statsJson). */
+export async function readProjectStats(
+  db: Queryable,
+  project: string,
+): Promise<{
+  counts: Partial<Record<EventState, number>>
+  due: number
+  oldestDueAgeSeconds: number
+  progressedAt: Date | null
+  now: Date
+}> {
+  const { rows } = await db.query<{
+    counts: Partial<Record<EventState, number>>
+    due: number
+    oldest_s: number
+    progressed_at: Date | null
+    now: Date
+  }>(PROJECT_STATS.text, PROJECT_STATS.values({ project }))
+  const r = rows[0]
+  if (!r) throw new Error('the stats statement returned no row')
+  return { counts: r.counts, due: r.due, oldestDueAgeSeconds: r.oldest_s, progressedAt: r.progressed_at, now: r.now }
+}
