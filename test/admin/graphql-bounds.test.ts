@@ -89,6 +89,11 @@ describe('hostile queries', () => {
     expect(type('SetVariablesMode')?.enumValues?.map(v => v.name)).toEqual(['MERGE', 'SET', 'APPEND_ONLY_MISSING'])
   })
 
+  it('names a misplaced string token by its kind only: it may be a value', async () => {
+    const res = await send({ query: 'mutation { setVariables(args: { variables: [{ name: "A" value "s3cret-value" }] }) { ok } }' })
+    expect(res.errors?.[0]?.message).toBe('Syntax Error: Expected ":", found String.')
+  })
+
   it('runs the operation operationName names', async () => {
     const query = 'query A { __typename } query B { variables { name } }'
     expect((await send({ query, operationName: 'B' })).data).toEqual({ variables: [] })

@@ -1,6 +1,5 @@
 // The resolvers of the Actions API, as the root value: each checks the caller's role for its
 // operation, validates its arguments with zod, and does what the CLI's matching command does.
-import { z } from 'zod'
 import { getEvent, retryEvent, stopEvent, type Listing } from '../../db/operator.js'
 import { fetchVariables } from '../../db/variables.js'
 import type { EventRow } from '../../events.js'
