@@ -88,8 +88,14 @@ function readBody(text: string): { ok: true; value: unknown } | { ok: false; res
   return { ok: true, value }
 }
 
-/** The problem a handler's failure becomes: its own, a validation's (paths and messages only), or a 500 that tells nothing. */
-function failure(deps: Deps, route: Route, error: unknown): AdminResponse {
+/** What the router is told besides its routes. */
+export type RouterOptions = {
+  /** Called with every unexpected failure (after it is logged by name): the Lambda transport renews a refused database login. */
+  onFailure?: (error: unknown) => void
+}
+
+/** The problem a failure becomes: its own, a validation's (paths and messages only), or a 500 that tells nothing. */
+function failure(deps: Deps, route: Route, error: unknown, opts: RouterOptions): AdminResponse {
   if (error instanceof ProblemError) return problem(error.status, error.detail, error.title)
   if (error instanceof z.core.$ZodError) return problem(400, describeBounded(error.issues).join('; '))
   if (error instanceof ValidationError) {
@@ -99,6 +105,7 @@ function failure(deps: Deps, route: Route, error: unknown): AdminResponse {
   // By name only: a driver's or SDK's message may quote input, a URL or a header.
   const name = error instanceof Error ? error.name : typeof error
   deps.log.error('admin route failed', { method: route.method, route: route.path, errorName: name })
+  opts.onFailure?.(error)
   return problem(500, 'The request could not be completed; the failure is logged.')
 }
 
@@ -107,7 +114,7 @@ function failure(deps: Deps, route: Route, error: unknown): AdminResponse {
  * method, 401 without a valid caller, 403 when the caller may not do the route's need on its
  * `:project`, 413 and 400 for a body too large or not JSON, then the handler's answer.
  */
-export function createRouter(routes: readonly Route[]): Router {
+export function createRouter(routes: readonly Route[], opts: RouterOptions = {}): Router {
   const compiled: Compiled[] = routes.map(route => ({ route, segments: route.path.split('/').slice(1) }))
   return async (deps, request, trust = {}) => {
     const segments = segmentsOf(request.path)
@@ -122,21 +129,23 @@ export function createRouter(routes: readonly Route[]): Router {
       const allow = [...new Set(matches.map(m => m.route.method))].join(', ')
       return problem(405, `This path takes ${allow}.`, undefined, { allow })
     }
-    const { route, params } = match
-
-    const principal = await authenticate(deps.db, request.headers['authorization'], trust)
-    if (!principal) return problem(401, 'A valid Bearer token is required.', undefined, { 'www-authenticate': 'Bearer realm="actions"' })
-    if (!authorize(principal, route.need, params['project']))
-      return problem(403, 'This token may not do that on this project.')
-
-    const bad = Object.entries(params).find(([, v]) => textProblem(v) !== undefined)
-    if (bad) return problem(400, `Path parameter ${bad[0]} ${textProblem(bad[1]) ?? 'is invalid'}.`)
-    const body = readBody(request.body)
-    if (!body.ok) return body.response
     try {
-      return answer(await route.handle({ deps, principal, params, query: request.query, body: body.value }))
+      return await serve(deps, request, trust, match)
     } catch (error) {
-      return failure(deps, route, error)
+      return failure(deps, match.route, error, opts)
     }
   }
+}
+
+/** Authenticates, authorizes, reads the body and calls the matched route. */
+async function serve(deps: Deps, request: AdminRequest, trust: Trust, { route, params }: Match): Promise<AdminResponse> {
+  const principal = await authenticate(deps.db, request.headers['authorization'], trust)
+  if (!principal) return problem(401, 'A valid Bearer token is required.', undefined, { 'www-authenticate': 'Bearer realm="actions"' })
+  if (!authorize(principal, route.need, params['project'])) return problem(403, 'This token may not do that on this project.')
+
+  const bad = Object.entries(params).find(([, v]) => textProblem(v) !== undefined)
+  if (bad) return problem(400, `Path parameter ${bad[0]} ${textProblem(bad[1]) ?? 'is invalid'}.`)
+  const body = readBody(request.body)
+  if (!body.ok) return body.response
+  return answer(await route.handle({ deps, principal, params, query: request.query, body: body.value }))
 }
