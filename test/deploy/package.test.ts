@@ -15,7 +15,7 @@ import { EMF_METRICS } from '../../lib/metrics/emf-metrics.js'
 
 const run = promisify(execFile)
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
-const FUNCTIONS = ['enqueue', 'dispatch', 'sweeper'] as const
+const FUNCTIONS = ['enqueue', 'dispatch', 'sweeper', 'admin'] as const
 const PACKAGE_TIMEOUT_MS = 180_000
 
 type Fn = (typeof FUNCTIONS)[number]
@@ -44,6 +44,10 @@ interface Props {
   State?: string
   Targets?: { Arn: unknown }[]
   Principal?: string
+  AuthType?: string
+  TargetFunctionArn?: unknown
+  FunctionUrlAuthType?: string
+  Action?: string
   Namespace?: string
   MetricName?: string
   Dimensions?: { Name: string; Value: unknown }[]
@@ -57,10 +61,20 @@ interface Props {
   AlarmName?: string
   AlarmActions?: unknown
   OKActions?: unknown
-  Metrics?: { Id: string; MetricStat?: { Metric: { Namespace: string; MetricName: string; Dimensions: { Name: string; Value: unknown }[] } } }[]
+  Metrics?: {
+    Id: string
+    MetricStat?: { Metric: { Namespace: string; MetricName: string; Dimensions: { Name: string; Value: unknown }[] } }
+  }[]
 }
-interface Resource { Type: string; Properties?: Props }
-interface Template { Resources: Record<string, Resource>; Outputs?: Record<string, unknown>; Parameters?: Record<string, { Default?: string }> }
+interface Resource {
+  Type: string
+  Properties?: Props
+}
+interface Template {
+  Resources: Record<string, Resource>
+  Outputs?: Record<string, { Value?: unknown }>
+  Parameters?: Record<string, { Default?: string }>
+}
 interface Statement {
   Effect: string
   Action: string | string[]
@@ -78,7 +92,8 @@ const TOPIC = 'arn:aws:sns:eu-central-1:123456789012:actions-alerts'
 /** Runs `osls package` into `dir` with no AWS credentials at all: packaging must work offline. */
 async function packageStack(dir: string, params: string[] = []): Promise<Packaged> {
   const env: NodeJS.ProcessEnv = { ...process.env }
-  for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_DEFAULT_PROFILE']) delete env[name]
+  for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_DEFAULT_PROFILE'])
+    delete env[name]
   env.AWS_SHARED_CREDENTIALS_FILE = join(root, 'no-credentials')
   env.AWS_CONFIG_FILE = join(root, 'no-config')
   try {
@@ -90,7 +105,8 @@ async function packageStack(dir: string, params: string[] = []): Promise<Package
     })
   } catch (error) {
     // execFile's error carries the output; without it a packaging failure is undiagnosable.
-    const out = error instanceof Error && 'stdout' in error ? `\n${String(error.stdout)}\n${String('stderr' in error ? error.stderr : '')}` : ''
+    const out =
+      error instanceof Error && 'stdout' in error ? `\n${String(error.stdout)}\n${String('stderr' in error ? error.stderr : '')}` : ''
     throw new Error(`osls package failed${out}`, { cause: error })
   }
   const template: Template = JSON.parse(await readFile(join(dir, 'cloudformation-template-update-stack.json'), 'utf8'))
@@ -102,9 +118,18 @@ beforeAll(async () => {
   // One after the other: serverless-esbuild builds in the repository's .esbuild/ folder.
   base = await packageStack(join(root, 'default'))
   tuned = await packageStack(join(root, 'tuned'), [
-    'cloudwatchMetrics=false', 'pushgatewayUrl=https://pushgateway.example.internal', 'lambdaRuntime=nodejs24.x', `alarmTopicArn=${TOPIC}`,
-    'enqueueReservedConcurrency=25', 'enqueueDbPoolMax=1', 'dispatchDbPoolMax=6', 'sweeperDbPoolMax=1',
-    'webhookAllowedNetworks=172.16.0.0/12', 'dbPreparedStatements=false',
+    'cloudwatchMetrics=false',
+    'pushgatewayUrl=https://pushgateway.example.internal',
+    'lambdaRuntime=nodejs24.x',
+    `alarmTopicArn=${TOPIC}`,
+    'enqueueReservedConcurrency=25',
+    'enqueueDbPoolMax=1',
+    'dispatchDbPoolMax=6',
+    'sweeperDbPoolMax=1',
+    'webhookAllowedNetworks=172.16.0.0/12',
+    'dbPreparedStatements=false',
+    'adminReservedConcurrency=3',
+    'adminDbPoolMax=1',
   ])
 }, 2 * PACKAGE_TIMEOUT_MS)
 
@@ -176,14 +201,14 @@ const NOT_PARAMS: Record<string, string> = {
 /** Where the template's default deliberately differs from the schema's (the schema's suits local runs and tests). */
 const TEMPLATE_DEFAULTS: Record<string, Partial<Record<Fn, string>>> = {
   // One transaction per enqueue invocation, one sweep at a time: 2 connections each (the connection budget).
-  DB_POOL_MAX: { enqueue: '2', sweeper: '2' },
+  DB_POOL_MAX: { enqueue: '2', sweeper: '2', admin: '2' },
   // On AWS metrics are EMF lines by default; locally and in tests they are off unless asked for.
-  CLOUDWATCH_METRICS: { enqueue: 'true', dispatch: 'true', sweeper: 'true' },
+  CLOUDWATCH_METRICS: { enqueue: 'true', dispatch: 'true', sweeper: 'true', admin: 'true' },
   DATABASE_URL_SSM_PARAMETER: Object.fromEntries(FUNCTIONS.map(fn => [fn, '/contember-actions/dev/database-url'])),
 }
 
 describe('osls package --stage dev', () => {
-  it('defines the three functions on nodejs22.x / arm64 with their handlers', () => {
+  it('defines the four functions on nodejs22.x / arm64 with their handlers', () => {
     const fns = ofType(base.template, 'AWS::Lambda::Function')
     expect(fns.map(([id]) => id).sort()).toEqual(FUNCTIONS.map(logicalIdOf).sort())
     for (const fn of FUNCTIONS) {
@@ -268,11 +293,13 @@ describe('osls package --stage dev', () => {
     const invokeConfigs = ofType(base.template, 'AWS::Lambda::EventInvokeConfig').map(([, c]) => c)
     expect(invokeConfigs).toContainEqual(expect.objectContaining({ MaximumEventAgeInSeconds: 60, MaximumRetryAttempts: 0 }))
     const permissions = ofType(base.template, 'AWS::Lambda::Permission').map(([, p]) => p)
-    expect(permissions).toContainEqual(expect.objectContaining({
-      FunctionName: getAtt('SweeperLambdaFunction', 'Arn'),
-      Principal: 'events.amazonaws.com',
-      SourceArn: getAtt(ruleId, 'Arn'),
-    }))
+    expect(permissions).toContainEqual(
+      expect.objectContaining({
+        FunctionName: getAtt('SweeperLambdaFunction', 'Arn'),
+        Principal: 'events.amazonaws.com',
+        SourceArn: getAtt(ruleId, 'Arn'),
+      }),
+    )
   })
 
   it('grants least privilege: SendMessage on the signal queue only, no wildcard actions', () => {
@@ -316,16 +343,22 @@ describe('osls package --stage dev', () => {
       expect(off.CLOUDWATCH_METRICS).toBe('false')
       expect(off.PUSHGATEWAY_URL).toBe('https://pushgateway.example.internal')
     }
-    expect(roleStatements(base.template).flatMap(actionsOf).filter(a => a.startsWith('cloudwatch:'))).toEqual([])
+    expect(
+      roleStatements(base.template)
+        .flatMap(actionsOf)
+        .filter(a => a.startsWith('cloudwatch:')),
+    ).toEqual([])
     expect(roleStatements(tuned.template)).toEqual(roleStatements(base.template))
   })
 
-  it('caps enqueue by reserved concurrency and sizes each function\'s pool from its own param', () => {
+  it("caps enqueue by reserved concurrency and sizes each function's pool from its own param", () => {
     const poolOf = (t: Template, fn: Fn) => resource(t, logicalIdOf(fn)).Environment?.Variables?.DB_POOL_MAX
     expect(resource(base.template, 'EnqueueLambdaFunction').ReservedConcurrentExecutions).toBe(10)
-    expect(FUNCTIONS.map(fn => poolOf(base.template, fn))).toEqual(['2', '10', '2'])
+    expect(FUNCTIONS.map(fn => poolOf(base.template, fn))).toEqual(['2', '10', '2', '2'])
     expect(resource(tuned.template, 'EnqueueLambdaFunction').ReservedConcurrentExecutions).toBe(25)
-    expect(FUNCTIONS.map(fn => poolOf(tuned.template, fn))).toEqual(['1', '6', '1'])
+    expect(FUNCTIONS.map(fn => poolOf(tuned.template, fn))).toEqual(['1', '6', '1', '1'])
+    expect(resource(base.template, 'AdminLambdaFunction').ReservedConcurrentExecutions).toBe(5)
+    expect(resource(tuned.template, 'AdminLambdaFunction').ReservedConcurrentExecutions).toBe(3)
     // The sweeper stays a singleton whatever the params.
     expect(resource(tuned.template, 'SweeperLambdaFunction').ReservedConcurrentExecutions).toBe(1)
   })
@@ -336,20 +369,24 @@ describe('osls package --stage dev', () => {
 
   it('alarms on a non-empty DLQ and on dispatch errors', () => {
     const alarms = ofType(base.template, 'AWS::CloudWatch::Alarm').map(([, a]) => a)
-    expect(alarms).toContainEqual(expect.objectContaining({
-      Namespace: 'AWS/SQS',
-      MetricName: 'ApproximateNumberOfMessagesVisible',
-      Dimensions: [{ Name: 'QueueName', Value: getAtt('SignalDeadLetterQueue', 'QueueName') }],
-      Threshold: 0,
-      ComparisonOperator: 'GreaterThanThreshold',
-    }))
-    expect(alarms).toContainEqual(expect.objectContaining({
-      Namespace: 'AWS/Lambda',
-      MetricName: 'Errors',
-      Dimensions: [{ Name: 'FunctionName', Value: ref('DispatchLambdaFunction') }],
-      Threshold: 0,
-      ComparisonOperator: 'GreaterThanThreshold',
-    }))
+    expect(alarms).toContainEqual(
+      expect.objectContaining({
+        Namespace: 'AWS/SQS',
+        MetricName: 'ApproximateNumberOfMessagesVisible',
+        Dimensions: [{ Name: 'QueueName', Value: getAtt('SignalDeadLetterQueue', 'QueueName') }],
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+      }),
+    )
+    expect(alarms).toContainEqual(
+      expect.objectContaining({
+        Namespace: 'AWS/Lambda',
+        MetricName: 'Errors',
+        Dimensions: [{ Name: 'FunctionName', Value: ref('DispatchLambdaFunction') }],
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+      }),
+    )
   })
 
   it('passes configuration the functions accept, and no secret', () => {
@@ -364,11 +401,13 @@ describe('osls package --stage dev', () => {
       for (const name of Object.keys(vars)) expect(known, `${fn}: unknown variable ${name}`).toContain(name)
       // The deployed values pass the same validation as a cold start (with the URLs resolved).
       const strings = Object.fromEntries(Object.entries(vars).filter((e): e is [string, string] => typeof e[1] === 'string'))
-      expect(() => loadConfig({
-        ...strings,
-        DATABASE_URL: 'postgres://actions@db.internal:5432/actions',
-        SIGNAL_QUEUE_URL: 'https://sqs.eu-central-1.amazonaws.com/123456789012/contember-actions-dev-signal',
-      })).not.toThrow()
+      expect(() =>
+        loadConfig({
+          ...strings,
+          DATABASE_URL: 'postgres://actions@db.internal:5432/actions',
+          SIGNAL_QUEUE_URL: 'https://sqs.eu-central-1.amazonaws.com/123456789012/contember-actions-dev-signal',
+        }),
+      ).not.toThrow()
     }
     // Nowhere in the template: a connection URL with a password, or anything secret-looking.
     const text = JSON.stringify(base.template)
@@ -386,15 +425,28 @@ describe('osls package --stage dev', () => {
       expect(a.OKActions, a.AlarmName).toEqual(a.AlarmActions)
     }
     // Without a topic, no alarm names an empty ARN (cfn-lint's E3033 was exactly that).
-    for (const [, a] of ofType(base.template, 'AWS::CloudWatch::Alarm')) expect(JSON.stringify([a.AlarmActions, a.OKActions])).not.toContain('""')
+    for (const [, a] of ofType(base.template, 'AWS::CloudWatch::Alarm'))
+      expect(JSON.stringify([a.AlarmActions, a.OKActions])).not.toContain('""')
   })
 
-  it('mirrors the Prometheus alerts with CloudWatch alarms on the engine\'s EMF metrics, plus queue age and throttles', () => {
+  it("mirrors the Prometheus alerts with CloudWatch alarms on the engine's EMF metrics, plus queue age and throttles", () => {
     const alarms = ofType(base.template, 'AWS::CloudWatch::Alarm').map(([, a]) => a)
     expect(alarms.map(a => String(a.AlarmName).replace('contember-actions-dev-', '')).sort()).toEqual([
-      'backlog', 'dispatch-crashing', 'dispatch-errors', 'dispatch-throttles', 'enqueue-throttles', 'events-failing', 'heartbeat-stale',
-      'metrics-push-failing', 'oldest-due-event', 'signal-dlq-not-empty', 'signal-queue-age', 'sweeper-errors', 'sweeper-not-running',
-      'target-needs-operator', 'target-paused',
+      'backlog',
+      'dispatch-crashing',
+      'dispatch-errors',
+      'dispatch-throttles',
+      'enqueue-throttles',
+      'events-failing',
+      'heartbeat-stale',
+      'metrics-push-failing',
+      'oldest-due-event',
+      'signal-dlq-not-empty',
+      'signal-queue-age',
+      'sweeper-errors',
+      'sweeper-not-running',
+      'target-needs-operator',
+      'target-paused',
     ])
     // Every alarm on the engine's namespace reads a metric the EMF writer emits, under the rollup dimensions it writes.
     const written = new Set<string>(EMF_METRICS.map(m => m.name))
@@ -411,11 +463,23 @@ describe('osls package --stage dev', () => {
       expect(written, String(m.MetricName)).toContain(m.MetricName)
       expect(m.Dimensions?.slice(0, 2), String(m.MetricName)).toEqual(rollup)
     }
-    expect(alarms).toContainEqual(expect.objectContaining({ Namespace: 'AWS/SQS', MetricName: 'ApproximateAgeOfOldestMessage', Dimensions: [{ Name: 'QueueName', Value: getAtt('SignalQueue', 'QueueName') }] }))
-    expect(alarms).toContainEqual(expect.objectContaining({ Namespace: 'AWS/Lambda', MetricName: 'Throttles', Dimensions: [{ Name: 'FunctionName', Value: ref('DispatchLambdaFunction') }] }))
+    expect(alarms).toContainEqual(
+      expect.objectContaining({
+        Namespace: 'AWS/SQS',
+        MetricName: 'ApproximateAgeOfOldestMessage',
+        Dimensions: [{ Name: 'QueueName', Value: getAtt('SignalQueue', 'QueueName') }],
+      }),
+    )
+    expect(alarms).toContainEqual(
+      expect.objectContaining({
+        Namespace: 'AWS/Lambda',
+        MetricName: 'Throttles',
+        Dimensions: [{ Name: 'FunctionName', Value: ref('DispatchLambdaFunction') }],
+      }),
+    )
   })
 
-  it('makes every setting of lib/config.ts deployable as a param with the schema\'s own default', () => {
+  it("makes every setting of lib/config.ts deployable as a param with the schema's own default", () => {
     let checked = 0
     for (const [key, schema] of Object.entries(configSchema.shape)) {
       if (key in NOT_PARAMS) continue
@@ -443,6 +507,27 @@ describe('osls package --stage dev', () => {
   it('outputs what callers and operators need', () => {
     expect(base.template.Outputs).toHaveProperty('EnqueueFunctionName')
     expect(base.template.Outputs).toHaveProperty('SignalQueueUrl')
+    expect(base.template.Outputs?.AdminFunctionName?.Value).toEqual(ref('AdminLambdaFunction'))
+    expect(base.template.Outputs?.AdminLambdaFunctionUrl?.Value).toEqual(getAtt('AdminLambdaFunctionUrl', 'FunctionUrl'))
+  })
+
+  it('puts the admin function behind one Function URL whose AuthType is AWS_IAM, open to no unsigned caller', () => {
+    const urls = ofType(base.template, 'AWS::Lambda::Url')
+    expect(urls).toHaveLength(1)
+    const [id, url] = urls[0]!
+    expect(id).toBe('AdminLambdaFunctionUrl')
+    expect(url.AuthType).toBe('AWS_IAM')
+    expect(url.TargetFunctionArn).toEqual(getAtt('AdminLambdaFunction', 'Arn'))
+    // An AuthType NONE URL comes with a permission for everyone ('*'); an IAM one needs none, and none may exist.
+    const permissions = ofType(base.template, 'AWS::Lambda::Permission').map(([, p]) => p)
+    expect(permissions.filter(p => p.FunctionUrlAuthType !== undefined || p.Action === 'lambda:InvokeFunctionUrl')).toEqual([])
+    expect(permissions.filter(p => p.Principal === '*')).toEqual([])
+    const admin = resource(base.template, 'AdminLambdaFunction')
+    expect(admin.Handler).toBe('functions/admin.handler')
+    expect(admin.Timeout).toBe(30)
+    // It signals the dispatcher after a retry: the one SendMessage statement of the shared role covers it.
+    expect(admin.Environment?.Variables?.SIGNAL_QUEUE_URL).toEqual(ref('SignalQueue'))
+    expect(roleStatements(base.template).filter(s => actionsOf(s).includes('sqs:SendMessage'))).toHaveLength(1)
   })
 })
 
@@ -450,19 +535,24 @@ describe('osls package --stage dev', () => {
 const cfnLint = findOnPath('cfn-lint')
 
 describe('cfn-lint on the packaged templates', () => {
-  if (!cfnLint) console.warn('\n*** SKIPPED: cfn-lint not installed (pip install cfn-lint; .ci/run installs it). The template was NOT linted. ***\n')
+  if (!cfnLint)
+    console.warn('\n*** SKIPPED: cfn-lint not installed (pip install cfn-lint; .ci/run installs it). The template was NOT linted. ***\n')
 
-  it.skipIf(!cfnLint)('reports no error and no warning, with and without an alarm topic', async () => {
-    for (const packaged of [base, tuned]) {
-      const template = join(packaged.dir, 'cloudformation-template-update-stack.json')
-      // Exit code 0: no error, no warning, no informational finding; the output says which otherwise.
-      const out = await run(cfnLint ?? 'cfn-lint', ['--format', 'parseable', '--', template], { timeout: 120_000 }).then(
-        () => '',
-        (error: unknown) => (error instanceof Error && 'stdout' in error ? String(error.stdout) || error.message : String(error)),
-      )
-      expect(out, packaged.dir).toBe('')
-    }
-  }, 240_000)
+  it.skipIf(!cfnLint)(
+    'reports no error and no warning, with and without an alarm topic',
+    async () => {
+      for (const packaged of [base, tuned]) {
+        const template = join(packaged.dir, 'cloudformation-template-update-stack.json')
+        // Exit code 0: no error, no warning, no informational finding; the output says which otherwise.
+        const out = await run(cfnLint ?? 'cfn-lint', ['--format', 'parseable', '--', template], { timeout: 120_000 }).then(
+          () => '',
+          (error: unknown) => (error instanceof Error && 'stdout' in error ? String(error.stdout) || error.message : String(error)),
+        )
+        expect(out, packaged.dir).toBe('')
+      }
+    },
+    240_000,
+  )
 })
 
 /** The first executable named `name` on PATH, if any. */
