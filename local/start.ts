@@ -9,8 +9,9 @@ const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval
 Starts Postgres (embedded unless DATABASE_URL is set), an SQS emulator (unless SIGNAL_QUEUE_URL is
 set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C (SIGINT), SIGTERM or
 SIGHUP stops it like a service: no new claims, in-flight deliveries finish or time out and are
-recorded, unstarted claims go back, then Postgres stops.
-  --port N              HTTP port of the enqueue endpoint (default 3000; 0 picks a free one)
+recorded, unstarted claims go back, then Postgres stops. The admin API (/v1/, /actions/) takes the
+bootstrap token printed at start, or ACTIONS_ADMIN_TOKEN when set, as a caller on every project.
+  --port N              HTTP port of the enqueue endpoint and the admin API (default 3000; 0 picks a free one)
   --data-dir DIR        keep the embedded Postgres cluster in DIR across restarts
   --sweep-interval S    seconds between sweeper runs (default 60, as deployed)
   --demo                load a sample schema, enqueue sample events to a flaky demo receiver,
