@@ -1,4 +1,6 @@
+import { targetJson } from '../admin/shapes.js'
 import { configSchema, loadConfig, loadConfigPart } from '../config.js'
+import { readTargetBacklog } from '../db/admin-events.js'
 import { getCurrentSchema } from '../db/schemas.js'
 import { listTargetHealth, pauseLabel, pauseTarget, resumeTarget, type TargetHealth } from '../db/pauses.js'
 import { createDeps } from '../deps.js'
@@ -6,6 +8,7 @@ import { formatError } from '../errors.js'
 import { createLogger } from '../log.js'
 import { emitOps, type OpsEvent } from '../ops.js'
 import { oneLine } from './events.js'
+import { printDocument, printLines } from './json.js'
 import { parseCommand, UsageError, type EventsContext, type Io } from './usage.js'
 import { wake } from './wake.js'
 
@@ -38,17 +41,20 @@ export async function targetsCommand(ctx: TargetsContext, args: string[], io: Io
   if (sub === 'pause') {
     if (!names.has(target)) throw new Error(`unknown target "${name(target)}" in project "${name(project)}"`)
     const since = await pauseTarget(ctx.pool, project, target)
-    io.out(`target ${shown} paused (operator) since ${since.toISOString()}; its events wait until "targets resume"`)
+    if (io.json) printDocument(io, { project, target, state: 'paused', since: since.toISOString() })
+    else io.out(`target ${shown} paused (operator) since ${since.toISOString()}; its events wait until "targets resume"`)
     return tellOps(ctx, { kind: 'target.paused', project, target }, 'pause', io)
   }
   // A target no longer in the schema may still have a row (paused before it was removed): clearing it is allowed.
   const was = await resumeTarget(ctx.pool, project, target)
   if (!was && !names.has(target)) throw new Error(`unknown target "${name(target)}" in project "${name(project)}"`)
-  io.out(
-    was?.paused_reason
-      ? `target ${shown} resumed (was ${state(was)})`
-      : `target ${shown} was not paused${was ? '; its failure run is cleared' : ''}`,
-  )
+  if (io.json) printDocument(io, { project, target, state: 'running', wasPaused: Boolean(was?.paused_reason) })
+  else
+    io.out(
+      was?.paused_reason
+        ? `target ${shown} resumed (was ${state(was)})`
+        : `target ${shown} was not paused${was ? '; its failure run is cleared' : ''}`,
+    )
   // As the engine does, only a pause that ended is news.
   const told = was?.paused_reason ? await tellOps(ctx, { kind: 'target.resumed', project, target }, 'resume', io) : 0
   return Math.max(told, await wake(ctx.signals(), project, io, 'resume', 'events'))
@@ -81,8 +87,17 @@ async function tellOps(ctx: TargetsContext, event: OpsEvent, change: string, io:
 async function list(ctx: EventsContext, project: string, io: Io): Promise<number> {
   const names = await schemaTargets(ctx, project)
   const health = new Map((await listTargetHealth(ctx.pool, project)).map(h => [h.target, h]))
+  const targets = [...new Set([...names, ...health.keys()])].sort()
+  if (io.json) {
+    const backlog = await readTargetBacklog(ctx.pool, project)
+    printLines(
+      io,
+      targets.map(t => targetJson(t, names.has(t), health.get(t), backlog.get(t))),
+    )
+    return 0
+  }
   let paused = 0
-  for (const target of [...new Set([...names, ...health.keys()])].sort()) {
+  for (const target of targets) {
     const h = health.get(target)
     if (h?.paused_reason) paused++
     io.out(`${name(target)} ${h ? state(h) : 'running'}${names.has(target) ? '' : ' [not in the current schema]'}`)
