@@ -6,6 +6,9 @@ import { createHandler } from '../../functions/dispatch.js'
 import { graphqlRoute } from '../../lib/admin/graphql.js'
 import type { Principal, Role } from '../../lib/admin/types.js'
 import { ProblemError } from '../../lib/admin/types.js'
+import { createPool } from '../../lib/db/pool.js'
+import { createSqsClient } from '../../lib/deps.js'
+import { createSignals } from '../../lib/signals.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 import { useHarness } from '../helpers/harness.js'
 import { createContext, sqsEvent } from '../helpers/lambda.js'
@@ -139,5 +142,57 @@ describe('variable values', () => {
     for (const line of logs.lines) expect(line).not.toContain(CANARY)
     // the admin reads the value: the canary was stored, so the checks above could have failed
     expect((await gql(token('admin'), OPERATIONS.variables ?? '')).data).toEqual({ variables: [{ name: 'CANARY', value: CANARY }] })
+  })
+})
+
+describe('failures', () => {
+  it('answers a database failure as an internal error and logs it by name only', async () => {
+    const pool = createPool(env.db.url, 1)
+    await pool.end()
+    const logs = env.captureLogs()
+    const res = await graphqlRoute.handle({
+      deps: { ...env.deps, db: pool },
+      principal: token('viewer'),
+      params: { project: env.project },
+      query: new URLSearchParams(),
+      body: { query: '{ failedEvents { id } }' },
+    })
+    logs.restore()
+    expect(res.body).toEqual({
+      data: null,
+      errors: [{ message: 'Internal error', path: ['failedEvents'], extensions: { code: 'INTERNAL_SERVER_ERROR' } }],
+    })
+    expect(logs.records()).toEqual([
+      expect.objectContaining({ level: 'error', msg: 'graphql: resolver failed', path: 'failedEvents', error: 'Error' }),
+    ])
+    expect(logs.lines.join('\n')).not.toContain('pool')
+  })
+
+  it('keeps a retry and answers processBatch not ok when the queue does not answer, logging the signal by name', async () => {
+    await schemaFor(env.deps, env.project, { t: { url: env.rx.url } })
+    const [id] = await enqueueMany(env.deps, env.project, 'to_t', 1)
+    const sqs = createSqsClient(
+      { ...env.deps.config, SQS_MAX_ATTEMPTS: 1 },
+      { endpoint: 'http://127.0.0.1:1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } },
+    )
+    const deps = { ...env.deps, signals: createSignals(sqs, env.deps.config.SIGNAL_QUEUE_URL) }
+    const logs = env.captureLogs()
+    const send = (query: string) =>
+      graphqlRoute.handle({
+        deps,
+        principal: token('admin'),
+        params: { project: env.project },
+        query: new URLSearchParams(),
+        body: { query },
+      })
+    try {
+      expect((await send(`mutation { retryEvent(id: "${id}") { ok } }`)).body).toEqual({ data: { retryEvent: { ok: true } } })
+      expect((await send('mutation { processBatch { ok } }')).body).toEqual({ data: { processBatch: { ok: false } } })
+    } finally {
+      logs.restore()
+      sqs.destroy()
+    }
+    expect(logs.records().filter(r => r.msg === 'graphql: signal not sent')).toHaveLength(2)
+    expect(logs.lines.join('\n')).not.toContain('127.0.0.1')
   })
 })
