@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import { z } from 'zod'
 import { variablesJson } from '../admin/shapes.js'
+import { listVariableNames } from '../db/variable-names.js'
 import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
 import { printDocument, printLines } from './json.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
@@ -46,13 +47,17 @@ export async function variablesCommand(pool: pg.Pool, args: string[], io: Io): P
 }
 
 async function list(pool: pg.Pool, project: string, showValues: boolean, io: Io): Promise<number> {
+  // As the API reads them: names and update times only, the values never leave the database.
+  if (io.json && !showValues) {
+    printLines(io, variablesJson(await listVariableNames(pool, project)))
+    return 0
+  }
   const vars = [...(await fetchVariables(pool, project))].sort(([a], [b]) => a.localeCompare(b))
   if (io.json) {
-    // The API's shape; the table keeps no change time (migration 001), so updatedAt is null.
-    const shaped = variablesJson(vars.map(([name]) => ({ name, updated_at: null })))
+    // The table keeps no change time (migration 001): updatedAt is null, as listVariableNames has it.
     printLines(
       io,
-      shaped.map((v, i) => (showValues ? { ...v, value: vars[i]?.[1] } : v)),
+      vars.map(([name, value]) => ({ ...variablesJson([{ name, updated_at: null }])[0], value })),
     )
     return 0
   }

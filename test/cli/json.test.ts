@@ -6,6 +6,7 @@ import { eventDetailJson, listedEventJson, targetJson, variablesJson } from '../
 import { readTargetBacklog } from '../../lib/db/admin-events.js'
 import { getEvent, listEvents, type Listing } from '../../lib/db/operator.js'
 import { listTargetHealth } from '../../lib/db/pauses.js'
+import { listVariableNames } from '../../lib/db/variable-names.js'
 import { getCurrentSchema } from '../../lib/db/schemas.js'
 import { redactor } from '../../lib/text.js'
 import { runCli } from '../helpers/cli.js'
@@ -97,12 +98,11 @@ describe('--json', () => {
     const project = env.project
     await failedProject(project)
     const names = await run('variables', 'list', project, '--json')
-    expect(ndjson(names.out)).toEqual(
-      variablesJson([
-        { name: 'KEY', updated_at: null },
-        { name: 'OTHER', updated_at: null },
-      ]),
-    )
+    expect(ndjson(names.out)).toEqual(variablesJson(await listVariableNames(env.deps.db, project)))
+    expect(ndjson(names.out)).toEqual([
+      { name: 'KEY', updatedAt: null },
+      { name: 'OTHER', updatedAt: null },
+    ])
     expect(names.out).not.toContain(CANARY)
     expect(ndjson((await run('variables', 'list', project, '--json', '--show-values')).out)).toEqual([
       { name: 'KEY', updatedAt: null, value: CANARY },
