@@ -16,9 +16,10 @@ const COMMANDS: Readonly<Record<string, string>> = {
   signing: SIGNING_USAGE,
 }
 
-const FLAGS = `Every command: --json prints data as JSON instead: one document on one line for one thing, one
+const FLAGS = `
+Every command: --json prints data as JSON instead: one document on one line for one thing, one
 document per line (NDJSON) for a listing, in the admin API's shapes; messages and errors stay on stderr.
---help (or "actions help <command>") prints a command's usage; neither needs any setting.`
+--help (or "actions help <command>") prints a command's usage and needs no setting.`
 
 /** The whole usage text: every command, the environment, the exit codes. */
 export const USAGE = `Usage: actions <command> [args] [--json]
