@@ -29,10 +29,29 @@ const name: Json = { type: 'string', minLength: 1, description: `At most ${MAX_N
 const queryParam = (n: string, schema: Json, description: string): Json => ({ name: n, in: 'query', required: false, schema, description })
 const time: Json = { type: 'string', description: 'ISO 8601 date (UTC) or date-time with a zone.' }
 
-/** A zod schema as a JSON Schema for a request body (its input side: defaults may be left out). */
-function bodySchema(schema: z.ZodType): Json {
-  const { $schema: _, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' })
-  return json
+/** Definitions the request bodies' schemas share or recurse through, hoisted into components.schemas. */
+const BODY_DEFS: Record<string, unknown> = {}
+
+/**
+ * A zod schema as a JSON Schema for a request body (its input side: defaults may be left out). zod
+ * writes a recursive or shared part as a local `#/$defs/…`; inside a document such a reference would
+ * point at the document's root, so the definitions move to components.schemas under `prefix`.
+ */
+function bodySchema(prefix: string, schema: z.ZodType): Json {
+  const { $schema: _, $defs, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' })
+  const moved = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(moved)
+    if (typeof value !== 'object' || value === null) return value
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [
+        k,
+        k === '$ref' && typeof v === 'string' ? v.replace('#/$defs/', `#/components/schemas/${prefix}_`) : moved(v),
+      ]),
+    )
+  }
+  for (const [key, def] of Object.entries($defs ?? {})) BODY_DEFS[`${prefix}_${key}`] = moved(def)
+  const body = moved(json)
+  return typeof body === 'object' && body !== null ? { ...body } : {}
 }
 
 const WRITE = [400, 401, 403, 404]
@@ -63,7 +82,7 @@ const OPERATIONS: Operation[] = [
     id: 'enqueueEvents',
     summary: 'Enqueue events (the enqueue function’s contract); project may be left out',
     need: 'admin',
-    body: bodySchema(enqueueRequestSchema.partial({ project: true })),
+    body: bodySchema('Enqueue', enqueueRequestSchema.partial({ project: true })),
     ok: [200, 'EnqueueResult'],
     errors: WRITE,
   },
@@ -91,7 +110,7 @@ const OPERATIONS: Operation[] = [
     id: `${action}Events`,
     summary: `Bulk ${action} in one statement (the CLI’s filter; created_at bounds, oldest first)${action === 'retry' ? ', then one signal' : ''}`,
     need: 'admin',
-    body: bodySchema(bulkBody),
+    body: bodySchema('Bulk', bulkBody),
     ok: [200, 'BulkResult'],
     errors: WRITE,
   })),
@@ -128,7 +147,7 @@ const OPERATIONS: Operation[] = [
     id: 'putSchema',
     summary: 'Validate and store a new actions schema version',
     need: 'admin',
-    body: bodySchema(actionsSchemaSchema),
+    body: bodySchema('ActionsSchema', actionsSchemaSchema),
     ok: [200, 'SchemaVersion'],
     errors: WRITE,
   },
@@ -149,7 +168,7 @@ const OPERATIONS: Operation[] = [
       method === 'put' ? 'The given variables become all of them (--mode set)' : 'Set the given variables, keep the others (--mode merge)',
     need: 'variables',
     query: [queryParam('mode', { const: 'append-only-missing' }, 'Add names not yet set, change none.')],
-    body: bodySchema(variablesBody),
+    body: bodySchema('Variables', variablesBody),
     ok: [200, 'Variables'],
     errors: WRITE,
   })),
@@ -246,7 +265,7 @@ export function openApiDocument(): Json {
         bearer: { type: 'http', scheme: 'bearer', description: 'A token from `actions tokens create`; only its hash is stored.' },
         iam: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'AWS SigV4 (the function URL’s AWS_IAM auth).' },
       },
-      schemas: responseSchemas,
+      schemas: { ...responseSchemas, ...BODY_DEFS },
     },
   }
 }
