@@ -44,7 +44,13 @@ async function call(method: Route['method'], path: string, c: Call = {}) {
 }
 
 /** One request through the real router with a Bearer token; the answer (a problem too) checked against the document. */
-async function request(method: Route['method'], path: string, token: string, query: Record<string, string> = {}, body?: unknown) {
+async function request(
+  method: Route['method'],
+  path: string,
+  token: string,
+  query: Record<string, string> | Array<[string, string]> = {},
+  body?: unknown,
+) {
   const res = await router(
     env.deps,
     {
@@ -118,6 +124,7 @@ describe('GET /v1/projects/:project/events', () => {
       { limit: '0' },
       { cursor: 'not-a-cursor' },
       { cursor: Buffer.from('1.x').toString('base64url') },
+      { cursor: Buffer.from(`999999999999999999.${randomUUID()}`).toString('base64url') },
       { colour: 'red' },
     ]
     for (const query of queries) {
@@ -125,6 +132,15 @@ describe('GET /v1/projects/:project/events', () => {
       expect(res.status, JSON.stringify(query)).toBe(400)
       expect(res.type).toBe('application/problem+json')
     }
+    // A parameter given twice is ambiguous: refused, not read as either.
+    expect(
+      (
+        await request('GET', path, token, [
+          ['limit', '1'],
+          ['limit', '2'],
+        ])
+      ).status,
+    ).toBe(400)
   })
 
   it('refuses a target name over 255 bytes, and a project name over 255 bytes, with 400', async () => {

@@ -18,8 +18,8 @@ export const DEFAULT_PAGE_EVENTS = 100
 export const LISTED_ERROR_CHARS = 200
 /** A cursor is ours and short (about 70 characters); anything longer was not made by us. */
 const MAX_CURSOR_CHARS = 128
-/** Largest int8: a cursor's microseconds must fit the column's type. */
-const MAX_INT8 = 9_223_372_036_854_775_807n
+/** A cursor's time is before the year 10000 (microseconds since the epoch): later ones overflow Postgres' interval arithmetic. */
+const MAX_CURSOR_US = 253_402_300_800_000_000n
 
 const listQuery = z
   .object({
@@ -41,9 +41,9 @@ export function encodeCursor(c: EventCursor): string {
 
 /** The cursor a page handed out, or a 400 problem for anything else. */
 export function decodeCursor(text: string): EventCursor {
-  const match = /^(\d{1,19})\.(.{36})$/.exec(Buffer.from(text, 'base64url').toString('latin1'))
+  const match = /^(\d{1,18})\.(.{36})$/.exec(Buffer.from(text, 'base64url').toString('latin1'))
   const [, us, id] = match ?? []
-  if (us === undefined || id === undefined || BigInt(us) > MAX_INT8 || !eventId.safeParse(id).success)
+  if (us === undefined || id === undefined || BigInt(us) >= MAX_CURSOR_US || !eventId.safeParse(id).success)
     throw new ProblemError(400, 'Bad cursor', 'cursor: expected the nextCursor of an earlier page')
   return { changeUs: BigInt(us), id }
 }
