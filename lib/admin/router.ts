@@ -19,7 +19,7 @@ export const MAX_ADMIN_BODY_BYTES = MAX_REQUEST_BYTES
 /** Answers one request; `trust` is what the transport vouches for about the caller. */
 export type Router = (deps: Deps, request: AdminRequest, trust?: Trust) => Promise<AdminResponse>
 
-type Compiled = { route: Route; segments: readonly string[] }
+type Compiled = { route: Route; segments: readonly string[]; literals: number }
 type Match = { route: Route; params: Record<string, string> }
 
 const REASONS: Record<number, string> = {
@@ -115,7 +115,14 @@ function failure(deps: Deps, route: Route, error: unknown, opts: RouterOptions):
  * `:project`, 413 and 400 for a body too large or not JSON, then the handler's answer.
  */
 export function createRouter(routes: readonly Route[], opts: RouterOptions = {}): Router {
-  const compiled: Compiled[] = routes.map(route => ({ route, segments: route.path.split('/').slice(1) }))
+  const compiled: Compiled[] = routes
+    .map(route => {
+      const segments = route.path.split('/').slice(1)
+      return { route, segments, literals: segments.filter(p => !p.startsWith(':')).length }
+    })
+    // A literal segment wins over a parameter whatever the list's order: POST …/events/retry is the
+    // bulk route, never an event named "retry". Array.sort is stable, so equals keep their order.
+    .sort((a, b) => b.literals - a.literals)
   return async (deps, request, trust = {}) => {
     const segments = segmentsOf(request.path)
     if (!segments) return problem(400, 'The path holds a malformed percent-escape.')

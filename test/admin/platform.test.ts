@@ -31,6 +31,18 @@ const routes: Route[] = [
   { method: 'PUT', path: '/v1/projects/:project/variables', need: 'variables', handle: async () => ({ status: 200, body: { ok: true } }) },
   { method: 'DELETE', path: '/v1/projects/:project/things/:id', need: 'admin', handle: async () => ({ status: 204 }) },
   {
+    method: 'GET',
+    path: '/v1/projects/:project/things/:id',
+    need: 'view',
+    handle: async ctx => ({ status: 200, body: { id: ctx.params['id'] } }),
+  },
+  {
+    method: 'GET',
+    path: '/v1/projects/:project/things/special',
+    need: 'view',
+    handle: async () => ({ status: 200, body: { special: true } }),
+  },
+  {
     method: 'POST',
     path: '/v1/projects/:project/strict',
     need: 'view',
@@ -227,6 +239,17 @@ describe('problems', () => {
     expect(wrong.headers.get('allow')?.split(', ').sort()).toEqual(['GET', 'POST'])
     // The enqueue endpoint and the rest of the stack still answer beside the admin API.
     expect((await call('GET', '/healthz')).status).toBe(200)
+  })
+
+  it('prefers a literal segment to a parameter whatever the order of the routes, and decodes parameters', async () => {
+    expect(await call('GET', '/v1/projects/A/things/special', { token: tokens.viewerA })).toMatchObject({
+      status: 200,
+      json: { special: true },
+    })
+    expect(await call('GET', '/v1/projects/A/things/a%2Fb%20c', { token: tokens.viewerA })).toMatchObject({
+      status: 200,
+      json: { id: 'a/b c' },
+    })
   })
 
   it('answers 413 to a body over the bound, and 400 to a body that is not JSON or is nested too deep', async () => {
