@@ -178,6 +178,7 @@ describe('variables', () => {
       expectDocumented(route, res)
       expect(res.body).toEqual({ id, action: 'retry', signalled: false })
       expect(logs.lines.some(l => l.includes('Could not signal'))).toBe(true)
+      expect(logs.lines.filter(l => l.includes(CANARY))).toEqual([])
     } finally {
       logs.restore()
     }

@@ -2,6 +2,7 @@
 // the engine's validation errors as 400 problems, the project of the path, and the one signal.
 import { z } from 'zod'
 import { ValidationError } from '../../errors.js'
+import { SignalError } from '../../signals.js'
 import { EVENT_STATES } from '../shapes.js'
 import { MAX_NAME_BYTES, nameProblem } from '../../schema/limits.js'
 import { ProblemError, type RouteContext } from '../types.js'
@@ -69,7 +70,9 @@ export async function signal(ctx: RouteContext, project: string, change: string)
     await ctx.deps.signals.send(project)
     return true
   } catch (error) {
-    ctx.deps.log.error('Could not signal the dispatch queue; the sweeper will pick the events up', { project, change, error })
+    // A SignalError's words are ours (the SDK's name and code); anything else is told by name only.
+    const told = error instanceof SignalError ? { error } : { errorName: error instanceof Error ? error.name : typeof error }
+    ctx.deps.log.error('Could not signal the dispatch queue; the sweeper will pick the events up', { project, change, ...told })
     return false
   }
 }
