@@ -1,53 +1,31 @@
-import type { SQSEvent, SQSRecord } from 'aws-lambda'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/dispatch.js'
 import { loadConfig } from '../../lib/config.js'
 import { closeDeps, createDeps } from '../../lib/deps.js'
 import { setVariables } from '../../lib/db/variables.js'
-import { createContext } from '../helpers/lambda.js'
-import { json, startReceiver, type Receiver, type Responder } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
+import { createContext, sqsEvent } from '../helpers/lambda.js'
+import { json, type Responder } from '../helpers/receiver.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 
-let env: TestEnv
-let rx: Receiver
-let handler: ReturnType<typeof createHandler>
-
-beforeAll(async () => {
-  env = await testEnv({ DISPATCH_TIME_MARGIN_MS: '1000', BREAKER_FAILURES: '0' }) // upstream's rule: dead targets fail events
-  rx = await startReceiver()
-  handler = createHandler(() => env.deps)
-})
-afterAll(async () => {
-  await rx.close()
-  await env.close()
-})
-beforeEach(async () => {
-  rx.requests.length = 0
-  rx.respond((_, res) => { res.end() })
-  await env.queue.drain()
-})
-const deps = () => env.deps
-const record = (body: string, i = 0): SQSRecord => ({
-  messageId: `m${i}`, receiptHandle: `r${i}`, body, attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
-  messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
-})
-const sqsEvent = (...bodies: string[]): SQSEvent => ({ Records: bodies.map((b, i) => record(b, i)) })
+// upstream's rule: dead targets fail events
+const env = useHarness({ config: { DISPATCH_TIME_MARGIN_MS: '1000', BREAKER_FAILURES: '0' }, receiver: true })
+const handler = createHandler(() => env.deps)
 const counter = async (name: string, project: string) => {
-  const m = (await deps().metrics.registry.getMetricsAsJSON()).find(x => x.name === name)
+  const m = (await env.deps.metrics.registry.getMetricsAsJSON()).find(x => x.name === name)
   return m?.values.find(v => v.labels.contember_project === project)?.value ?? 0
 }
 
 describe('the dispatch function', () => {
   it('drains each distinct project of an SQS batch once and reports no failures', async () => {
-    await schemaFor(deps(), 'h1', { t: { url: rx.url } })
-    await schemaFor(deps(), 'h2', { t: { url: rx.url } })
-    await enqueueMany(deps(), 'h1', 'to_t', 3)
-    await enqueueMany(deps(), 'h2', 'to_t', 2)
+    await schemaFor(env.deps, 'h1', { t: { url: env.rx.url } })
+    await schemaFor(env.deps, 'h2', { t: { url: env.rx.url } })
+    await enqueueMany(env.deps, 'h1', 'to_t', 3)
+    await enqueueMany(env.deps, 'h2', 'to_t', 2)
     await env.queue.drain()
     const res = await handler(sqsEvent('{"project":"h1"}', '{"project":"h2"}', '{"project":"h1"}'), createContext())
     expect(res).toEqual({ batchItemFailures: [] })
-    expect(rx.eventIds()).toHaveLength(5)
+    expect(env.rx.eventIds()).toHaveLength(5)
   })
 
   it('drains many projects of one batch a few at a time within a small pool', async () => {
@@ -56,13 +34,13 @@ describe('the dispatch function', () => {
     try {
       const projects = Array.from({ length: 8 }, (_, i) => `many${i}`)
       for (const p of projects) {
-        await schemaFor(deps(), p, { t: { url: rx.url } })
-        await enqueueMany(deps(), p, 'to_t', 3)
+        await schemaFor(env.deps, p, { t: { url: env.rx.url } })
+        await enqueueMany(env.deps, p, 'to_t', 3)
       }
-      rx.requests.length = 0
+      env.rx.requests.length = 0
       const res = await smallHandler(sqsEvent(...projects.map(project => JSON.stringify({ project }))), createContext())
       expect(res).toEqual({ batchItemFailures: [] })
-      expect(rx.eventIds()).toHaveLength(24)
+      expect(env.rx.eventIds()).toHaveLength(24)
     } finally {
       await closeDeps(small)
     }
@@ -76,10 +54,10 @@ describe('the dispatch function', () => {
   })
 
   it('reports a project whose drain throws as batch item failures, counts the crash, and still drains the others', async () => {
-    await schemaFor(deps(), 'ok', { t: { url: rx.url } })
-    await enqueueMany(deps(), 'ok', 'to_t', 2)
+    await schemaFor(env.deps, 'ok', { t: { url: env.rx.url } })
+    await enqueueMany(env.deps, 'ok', 'to_t', 2)
     // A runtime whose database pool is closed: every drain of it throws.
-    const broken = createDeps(deps().config, { signals: deps().signals, metrics: deps().metrics, http: deps().http, log: env.log })
+    const broken = createDeps(env.deps.config, { signals: env.deps.signals, metrics: env.deps.metrics, http: env.deps.http, log: env.log })
     await broken.db.end()
     const brokenHandler = createHandler(() => broken)
     const logs = env.captureLogs()
@@ -89,31 +67,31 @@ describe('the dispatch function', () => {
     expect(logs.records().some(r => r.level === 'error' && r.project === 'bad')).toBe(true)
     const mixed = await handler(sqsEvent('{"project":"ok"}'), createContext())
     expect(mixed).toEqual({ batchItemFailures: [] })
-    expect(rx.eventIds()).toHaveLength(2)
+    expect(env.rx.eventIds()).toHaveLength(2)
   })
 
   it('stops when the remaining time is shorter than the next timeout plus the margin, and leaves a delayed signal, never an immediate one', async () => {
-    await schemaFor(deps(), 'slow', { t: { url: rx.url, timeoutMs: 2000 } })
-    await enqueueMany(deps(), 'slow', 'to_t', 3)
+    await schemaFor(env.deps, 'slow', { t: { url: env.rx.url, timeoutMs: 2000 } })
+    await enqueueMany(env.deps, 'slow', 'to_t', 3)
     await env.queue.drain()
     // 2.5 s left is less than the 2 s timeout plus the 1 s margin: no delivery may start.
     const res = await handler(sqsEvent('{"project":"slow"}'), createContext(2_500))
     expect(res).toEqual({ batchItemFailures: [] })
-    expect(rx.requests).toHaveLength(0)
+    expect(env.rx.requests).toHaveLength(0)
     // Nothing moved: an immediate signal would start the same fruitless drain at once, forever.
     expect(await env.queue.drain()).toEqual([])
     expect(env.queue.delayed()).toEqual([{ body: { project: 'slow' }, delaySeconds: 5 }])
     env.queue.server.reset()
     const more = await handler(sqsEvent('{"project":"slow"}'), createContext(60_000))
     expect(more).toEqual({ batchItemFailures: [] })
-    expect(rx.eventIds()).toHaveLength(3)
+    expect(env.rx.eventIds()).toHaveLength(3)
     expect(await env.queue.drain()).toEqual([])
   })
 
   it('leaves one delayed signal for a retry due within 15 minutes', async () => {
-    rx.respond((_, res) => { res.statusCode = 500; res.end() })
-    await schemaFor(deps(), 'later', { t: { url: rx.url, initialRepeatIntervalMs: 120_000 } })
-    await enqueueMany(deps(), 'later', 'to_t', 2)
+    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    await schemaFor(env.deps, 'later', { t: { url: env.rx.url, initialRepeatIntervalMs: 120_000 } })
+    await enqueueMany(env.deps, 'later', 'to_t', 2)
     await env.queue.drain()
     await handler(sqsEvent('{"project":"later"}'), createContext())
     expect(await env.queue.drain()).toEqual([])
@@ -125,9 +103,9 @@ describe('the dispatch function', () => {
   })
 
   it('leaves no signal for a retry more than 15 minutes away (the sweeper re-drives it)', async () => {
-    rx.respond((_, res) => { res.statusCode = 500; res.end() })
-    await schemaFor(deps(), 'far', { t: { url: rx.url, initialRepeatIntervalMs: 3_600_000 } })
-    await enqueueMany(deps(), 'far', 'to_t', 1)
+    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    await schemaFor(env.deps, 'far', { t: { url: env.rx.url, initialRepeatIntervalMs: 3_600_000 } })
+    await enqueueMany(env.deps, 'far', 'to_t', 1)
     await env.queue.drain()
     env.queue.server.reset()
     await handler(sqsEvent('{"project":"far"}'), createContext())
@@ -137,7 +115,7 @@ describe('the dispatch function', () => {
 
   it('keeps secrets out of every log line on every failure path', async () => {
     const secret = 'SECRET-7c1e'
-    await setVariables(deps().db, 'sec', { token: secret, path: `p${secret}` }, 'set')
+    await setVariables(env.deps.db, 'sec', { token: secret, path: `p${secret}` }, 'set')
     const paths: Array<[string, Responder, Record<string, unknown>?]> = [
       ['error status', (_, res) => { res.statusCode = 500; res.end(`echo ${secret}`) }],
       ['timeout', () => {}, { timeoutMs: 200 }],
@@ -148,20 +126,20 @@ describe('the dispatch function', () => {
     const logs = env.captureLogs()
     try {
       for (const [i, [, respond, extra]] of paths.entries()) {
-        rx.respond(respond)
-        await schemaFor(deps(), 'sec', { t: { url: `${rx.url}/{{path}}?key=${secret}`, headers: { Authorization: `Bearer {{token}}`, 'X-Key': secret }, maxAttempts: 1, ...extra } })
-        await enqueueMany(deps(), 'sec', 'to_t', 1)
+        env.rx.respond(respond)
+        await schemaFor(env.deps, 'sec', { t: { url: `${env.rx.url}/{{path}}?key=${secret}`, headers: { Authorization: `Bearer {{token}}`, 'X-Key': secret }, maxAttempts: 1, ...extra } })
+        await enqueueMany(env.deps, 'sec', 'to_t', 1)
         await handler(sqsEvent('{"project":"sec"}'), createContext())
-        expect(rx.requests.length, `path ${i} reached the receiver`).toBeGreaterThan(0)
-        rx.requests.length = 0
+        expect(env.rx.requests.length, `path ${i} reached the receiver`).toBeGreaterThan(0)
+        env.rx.requests.length = 0
       }
       // Connection refused: nothing listens on port 9.
-      await schemaFor(deps(), 'sec', { t: { url: `http://127.0.0.1:9/{{path}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 } })
-      await enqueueMany(deps(), 'sec', 'to_t', 1)
+      await schemaFor(env.deps, 'sec', { t: { url: `http://127.0.0.1:9/{{path}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 } })
+      await enqueueMany(env.deps, 'sec', 'to_t', 1)
       await handler(sqsEvent('{"project":"sec"}'), createContext())
       // Undefined variable.
-      await schemaFor(deps(), 'sec', { t: { url: `${rx.url}/{{nope}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 } })
-      await enqueueMany(deps(), 'sec', 'to_t', 1)
+      await schemaFor(env.deps, 'sec', { t: { url: `${env.rx.url}/{{nope}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 } })
+      await enqueueMany(env.deps, 'sec', 'to_t', 1)
       await handler(sqsEvent('{"project":"sec"}'), createContext())
     } finally {
       logs.restore()
@@ -169,9 +147,9 @@ describe('the dispatch function', () => {
     const all = logs.lines.join('\n')
     expect(logs.records().filter(r => r.msg === 'Action event failed permanently, no attempts left')).toHaveLength(7)
     expect(all).not.toContain(secret)
-    expect(all).not.toContain(rx.url)
+    expect(all).not.toContain(env.rx.url)
     expect(all).not.toContain('127.0.0.1:9')
-    const failed = [...(await states(deps(), 'sec')).values()].map(s => (s.log[0] as { errorMessage: string }).errorMessage).sort()
+    const failed = [...(await states(env.deps, 'sec')).values()].map(s => (s.log[0] as { errorMessage: string }).errorMessage).sort()
     expect(failed).toEqual([
       'Connection refused', 'Internal Server Error', 'Invalid response: "failures" must be an array',
       'Invalid response: undefined events IDs: [redacted]', 'Reported failed by the target', 'Timeout after 200 ms', 'Undefined variable nope',
@@ -180,9 +158,9 @@ describe('the dispatch function', () => {
 
   it('counts succeeded, failed attempts and terminal failures as the seed does', async () => {
     let call = 0
-    rx.respond((_, res) => { call++; res.statusCode = call === 1 ? 500 : 200; res.end() })
-    await schemaFor(deps(), 'cnt', { t: { url: rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
-    await enqueueMany(deps(), 'cnt', 'to_t', 1)
+    env.rx.respond((_, res) => { call++; res.statusCode = call === 1 ? 500 : 200; res.end() })
+    await schemaFor(env.deps, 'cnt', { t: { url: env.rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
+    await enqueueMany(env.deps, 'cnt', 'to_t', 1)
     await handler(sqsEvent('{"project":"cnt"}'), createContext())
     await new Promise(r => setTimeout(r, 20))
     await handler(sqsEvent('{"project":"cnt"}'), createContext())

@@ -1,5 +1,4 @@
-import type { SQSEvent } from 'aws-lambda'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../../functions/enqueue.js'
 import { createHandler as createSweeper } from '../../functions/sweeper.js'
@@ -7,9 +6,8 @@ import { createMetrics } from '../../lib/metrics/registry.js'
 import { EMF_METRICS } from '../../lib/metrics/emf-metrics.js'
 import { cloudWatchName, EMF_SERVICE, emfDocuments, MAX_VALUES_PER_METRIC } from '../../lib/metrics/emf.js'
 import { schemaFor } from '../helpers/events.js'
-import { createContext } from '../helpers/lambda.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { useHarness } from '../helpers/harness.js'
+import { createContext, signalEvent } from '../helpers/lambda.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 
 // The units CloudWatch accepts (MetricDatum.Unit), which an EMF MetricDefinition's Unit must be one of.
@@ -136,29 +134,22 @@ describe('the EMF writer', () => {
 })
 
 describe('EMF lines from the handlers', () => {
-  let env: TestEnv
-  let rx: Receiver
-  beforeAll(async () => {
-    env = await testEnv({ CLOUDWATCH_METRICS: 'true', CLOUDWATCH_NAMESPACE: 'Wired/Actions' })
-    // Distinct answer times, so one invocation's durations differ.
-    let call = 0
-    rx = await startReceiver((_, res) => { setTimeout(() => res.end(), [1, 40, 10][call++ % 3]) })
-  })
-  afterAll(async () => {
-    await rx.close()
-    await env.close()
+  // Distinct answer times, so one invocation's durations differ.
+  let call = 0
+  const env = useHarness({
+    config: { CLOUDWATCH_METRICS: 'true', CLOUDWATCH_NAMESPACE: 'Wired/Actions' },
+    receiver: (_, res) => { setTimeout(() => res.end(), [1, 40, 10][call++ % 3]) },
   })
 
   it('write the counters, every delivery duration and the sweeper gauges as valid EMF, one request id per invocation', async () => {
-    await schemaFor(env.deps, 'emf', { t: { url: rx.url } })
+    await schemaFor(env.deps, 'emf', { t: { url: env.rx.url } })
     const logs = env.captureLogs()
     const enqueueCtx = createContext()
     const dispatchCtx = createContext()
     const sweepCtx = createContext()
     try {
       await createEnqueue(() => env.deps)({ project: 'emf', transactionId: TX, events: [1, 2, 3, 4, 5].map(i => ({ trigger: 'to_t', payload: createPayload(i) })) }, enqueueCtx)
-      const signal: SQSEvent = { Records: [{ messageId: 'm', receiptHandle: 'r', body: '{"project":"emf"}', attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 's', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn', awsRegion: 'us-east-1' }] }
-      await createDispatch(() => env.deps)(signal, dispatchCtx)
+      await createDispatch(() => env.deps)(signalEvent('emf'), dispatchCtx)
       await createSweeper(() => env.deps)({}, sweepCtx)
     } finally {
       logs.restore()

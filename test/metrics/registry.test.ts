@@ -1,5 +1,4 @@
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
-import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../../functions/enqueue.js'
@@ -7,11 +6,10 @@ import { createHandler as createSweeper } from '../../functions/sweeper.js'
 import { loadConfig } from '../../lib/config.js'
 import { closeDeps, createDeps } from '../../lib/deps.js'
 import { createMetrics, createSweeperGauges } from '../../lib/metrics/registry.js'
-import { createContext } from '../helpers/lambda.js'
+import { useHarness } from '../helpers/harness.js'
+import { createContext, signalEvent } from '../helpers/lambda.js'
 import { parseSamples, sumByProject } from '../helpers/prom.js'
-import { pushgatewayBinary, requireBinary, scrape, startPushgateway, type RunningPushgateway } from '../helpers/pushgateway.js'
-import { startReceiver, type Receiver } from '../helpers/receiver.js'
-import { testEnv, type TestEnv } from '../helpers/runtime.js'
+import { pushgatewayBinary, requireBinary, scrape } from '../helpers/pushgateway.js'
 import { schemaFor } from '../helpers/events.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 import { until } from '../helpers/wait.js'
@@ -50,48 +48,34 @@ describe('metric series', () => {
 })
 
 describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('counters across execution environments', () => {
-  let env: TestEnv
-  let pgw: RunningPushgateway
-  let rx: Receiver
-
-  beforeAll(async () => {
-    pgw = await startPushgateway()
-    rx = await startReceiver()
-    env = await testEnv({ PUSHGATEWAY_URL: pgw.url })
-  })
-  afterAll(async () => {
-    await rx.close()
-    await env.close()
-    await pgw.stop()
-  })
+  const env = useHarness({ pushgateway: true, receiver: true })
 
   it('sum to what the database says happened', async () => {
     // Every third request fails, so some events retry and some fail for good.
     let call = 0
-    rx.respond((_, res) => { res.statusCode = ++call % 3 === 0 ? 500 : 200; res.end() })
-    for (const p of ['m1', 'm2']) await schemaFor(env.deps, p, { t: { url: rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
+    env.rx.respond((_, res) => { res.statusCode = ++call % 3 === 0 ? 500 : 200; res.end() })
+    for (const p of ['m1', 'm2']) await schemaFor(env.deps, p, { t: { url: env.rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
     // Three simulated Lambda execution environments: own registry, own pool, own grouping key.
     const environments = await Promise.all([1, 2, 3].map(async i => {
       const config = loadConfig({ ...Object.fromEntries(Object.entries(env.deps.config).map(([k, v]) => [k, String(v ?? '')])), METRICS_INSTANCE: `env-${i}` })
       const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
       return { deps, enqueue: createEnqueue(() => deps), dispatch: createDispatch(() => deps) }
     }))
-    const signal = (project: string): SQSEvent => ({ Records: [{ messageId: project, receiptHandle: 'r', body: JSON.stringify({ project }), attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 's', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn', awsRegion: 'us-east-1' }] })
     try {
       for (let round = 0; round < 3; round++) {
         for (const [i, e] of environments.entries()) {
           const project = i % 2 === 0 ? 'm1' : 'm2'
           await e.enqueue({ project, transactionId: TX, events: Array.from({ length: 10 }, (_, j) => ({ trigger: 'to_t', payload: createPayload(j) })) }, createContext())
-          await e.dispatch(signal(project), createContext())
+          await e.dispatch(signalEvent(project), createContext())
         }
         await new Promise(r => setTimeout(r, 5))
         // Retries become due after 1 ms; any environment may pick them up.
-        for (const [i, e] of environments.entries()) await e.dispatch(signal(i % 2 === 0 ? 'm2' : 'm1'), createContext())
+        for (const [i, e] of environments.entries()) await e.dispatch(signalEvent(i % 2 === 0 ? 'm2' : 'm1'), createContext())
       }
     } finally {
       await Promise.all(environments.map(e => closeDeps(e.deps)))
     }
-    const samples = parseSamples(await scrape(pgw.url)).filter(s => s.labels.job === 'contember_actions')
+    const samples = parseSamples(await scrape(env.pushgateway.url)).filter(s => s.labels.job === 'contember_actions')
     expect(new Set(samples.map(s => s.labels.instance))).toEqual(new Set(['env-1', 'env-2', 'env-3']))
     const { rows } = await env.db.pool.query(`
       SELECT project,
@@ -136,12 +120,11 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
 
 
 describe('enqueue on its caller\'s request path', () => {
-  let env: TestEnv
+  const env = useHarness()
   let gateway: Server
   const sockets = new Set<Socket>()
   let received = ''
   beforeAll(async () => {
-    env = await testEnv()
     // A Pushgateway that accepts connections, reads what it is sent and never answers.
     gateway = createServer(socket => {
       sockets.add(socket)
@@ -153,7 +136,6 @@ describe('enqueue on its caller\'s request path', () => {
   afterAll(async () => {
     for (const socket of sockets) socket.destroy()
     await new Promise(resolve => gateway.close(resolve))
-    await env.close()
   })
 
   it('returns before its Pushgateway push could have completed, and the push still goes out', async () => {
