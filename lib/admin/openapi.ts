@@ -21,6 +21,8 @@ type Operation = {
   need: Need | 'caller'
   query?: Json[]
   body?: Json
+  /** The body may be left out (the bulk forms: then the default filter). */
+  bodyOptional?: true
   ok: [status: number, component: string | undefined]
   errors: number[]
 }
@@ -111,6 +113,7 @@ const OPERATIONS: Operation[] = [
     summary: `Bulk ${action} in one statement (the CLI’s filter; created_at bounds, oldest first)${action === 'retry' ? ', then one signal' : ''}`,
     need: 'admin',
     body: bodySchema('Bulk', bulkBody),
+    bodyOptional: true,
     ok: [200, 'BulkResult'],
     errors: WRITE,
   })),
@@ -222,13 +225,15 @@ function operation(op: Operation): Json {
     ? { description: 'OK', content: { 'application/json': { schema: { $ref: `#/components/schemas/${component}` } } } }
     : { description: 'Done; no body' }
   const problem = { content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } }
-  const errors = Object.fromEntries([...op.errors, 500].map(s => [String(s), { description: ERROR_TEXT[s] ?? 'Error', ...problem }]))
+  // Any route may fail; one that reads a body may find it too large.
+  const statuses = [...op.errors, ...(op.body ? [413] : []), 500]
+  const errors = Object.fromEntries(statuses.map(s => [String(s), { description: ERROR_TEXT[s] ?? 'Error', ...problem }]))
   return {
     operationId: op.id,
     summary: op.summary,
     description: `Needs: ${NEEDS[op.need]}`,
     parameters: [...params, ...(op.query ?? [])],
-    ...(op.body ? { requestBody: { required: false, content: { 'application/json': { schema: op.body } } } } : {}),
+    ...(op.body ? { requestBody: { required: !op.bodyOptional, content: { 'application/json': { schema: op.body } } } } : {}),
     responses: { [String(status)]: answer, ...errors },
   }
 }
@@ -238,6 +243,7 @@ const ERROR_TEXT: Record<number, string> = {
   401: 'No valid caller (missing, unknown or revoked token)',
   403: 'The token is of another project, or its role may not',
   404: 'Unknown project, event, target or variable',
+  413: 'The request body is larger than the admin API reads',
   500: 'Internal error (its detail says nothing of the cause)',
 }
 
