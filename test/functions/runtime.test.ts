@@ -1,7 +1,6 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { SSMClient } from '@aws-sdk/client-ssm'
-import type { SQSEvent } from 'aws-lambda'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../../functions/enqueue.js'
@@ -11,7 +10,7 @@ import { createLogger } from '../../lib/log.js'
 import { createColdStart, ssmParameterReader } from '../../functions/runtime.js'
 import { closeDeps } from '../../lib/deps.js'
 import { schemaFor } from '../helpers/events.js'
-import { createContext } from '../helpers/lambda.js'
+import { createContext, signalEvent } from '../helpers/lambda.js'
 import { startReceiver } from '../helpers/receiver.js'
 import { testEnv } from '../helpers/runtime.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
@@ -95,8 +94,7 @@ describe('log lines of an invocation', () => {
       const second = createContext()
       try {
         await createEnqueue(() => env.deps)({ project: 'rid', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, first)
-        const signal: SQSEvent = { Records: [{ messageId: 'm', receiptHandle: 'r', body: '{"project":"rid"}', attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 's', ApproximateFirstReceiveTimestamp: '0' }, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn', awsRegion: 'us-east-1' }] }
-        await createDispatch(() => env.deps)(signal, second)
+        await createDispatch(() => env.deps)(signalEvent('rid'), second)
       } finally {
         logs.restore()
       }
