@@ -1,14 +1,14 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import { execFile } from 'node:child_process'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
-import { accessSync, constants } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { delimiter, dirname, join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { inflateRawSync } from 'node:zlib'
 import { configSchema, loadConfig } from '../../lib/config.js'
 import { EMF_METRICS } from '../../lib/metrics/emf-metrics.js'
+import { findBinary } from '../helpers/pushgateway.js'
 
 // Packages serverless.yml exactly as `npm run package` does and checks the CloudFormation template
 // and the artifacts it produced: what would be deployed, without deploying it.
@@ -532,7 +532,7 @@ describe('osls package --stage dev', () => {
 })
 
 // cfn-lint checks the template against CloudFormation's own resource specifications, as AWS would on deploy.
-const cfnLint = findOnPath('cfn-lint')
+const cfnLint = findBinary('cfn-lint')
 
 describe('cfn-lint on the packaged templates', () => {
   if (!cfnLint)
@@ -554,17 +554,3 @@ describe('cfn-lint on the packaged templates', () => {
     240_000,
   )
 })
-
-/** The first executable named `name` on PATH, if any. */
-function findOnPath(name: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
-    const candidate = join(dir, name)
-    try {
-      accessSync(candidate, constants.X_OK)
-      return candidate
-    } catch {
-      // not in this directory
-    }
-  }
-  return undefined
-}
