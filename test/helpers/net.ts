@@ -1,6 +1,3 @@
-// One implementation of free-port discovery, shared with the local stack.
-export { freePort } from '../../local/postgres.js'
-
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 
 /** A TCP server on 127.0.0.1 that accepts every connection and never sends a byte (an SQS endpoint gone silent). */

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { spawnGuarded } from './guard.js'
 import { findBinary } from './pushgateway.js'
-import { freePort } from './net.js'
+import { freePort } from '../../local/postgres.js'
 
 export type RunningPgBouncer = {
   /** The PgBouncer version line, e.g. "PgBouncer 1.18.0". */

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { accessSync, constants } from 'node:fs'
 import { delimiter, join } from 'node:path'
-import { freePort } from './net.js'
+import { freePort } from '../../local/postgres.js'
 
 /** Finds an executable on PATH, trying each name in order. */
 export function findBinary(...names: string[]): string | undefined {

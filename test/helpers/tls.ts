@@ -10,7 +10,7 @@ import { promisify } from 'node:util'
 import { z } from 'zod'
 import { spawnGuarded } from './guard.js'
 import { findBinary } from './pushgateway.js'
-import { freePort } from './net.js'
+import { freePort } from '../../local/postgres.js'
 
 const run = promisify(execFile)
 const READY_TIMEOUT_MS = 60_000
