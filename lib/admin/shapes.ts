@@ -157,11 +157,11 @@ export function targetJson(target: string, inSchema: boolean, health: TargetHeal
 }
 
 /** A variable as anyone but its project's admin sees it: its name and when it last changed, never its value. */
-export type VariableJson = { name: string; updatedAt: string | null }
+export type VariableJson = { name: string; updatedAt: string }
 
 /** Variables as names and update times; the value is not even read from the row. */
-export function variablesJson(rows: ReadonlyArray<{ name: string; updated_at: Date | null }>): VariableJson[] {
-  return rows.map(r => ({ name: r.name, updatedAt: iso(r.updated_at) }))
+export function variablesJson(rows: ReadonlyArray<{ name: string; updated_at: Date }>): VariableJson[] {
+  return rows.map(r => ({ name: r.name, updatedAt: r.updated_at.toISOString() }))
 }
 
 /** What the stats are built from: event counts by state, the due backlog, the heartbeat. */

@@ -54,10 +54,10 @@ async function list(pool: pg.Pool, project: string, showValues: boolean, io: Io)
   }
   const vars = [...(await fetchVariables(pool, project))].sort(([a], [b]) => a.localeCompare(b))
   if (io.json) {
-    // The table keeps no change time (migration 001): updatedAt is null, as listVariableNames has it.
+    const values = new Map(vars)
     printLines(
       io,
-      vars.map(([name, value]) => ({ ...variablesJson([{ name, updated_at: null }])[0], value })),
+      variablesJson(await listVariableNames(pool, project)).map(v => ({ ...v, value: values.get(v.name) ?? '' })),
     )
     return 0
   }

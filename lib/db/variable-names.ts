@@ -2,15 +2,12 @@
 // answer or log line built from these rows can hold one.
 import type { Queryable } from './pool.js'
 
-/** A variable without its value. The table keeps no change time yet (migration 001), so `updated_at` is null. */
-export type VariableName = { name: string; updated_at: Date | null }
+/** A variable without its value, with when its value last changed (migration 014). */
+export type VariableName = { name: string; updated_at: Date }
 
 /** The project's variable names, in name order; values are not read. */
 export async function listVariableNames(db: Queryable, project: string): Promise<VariableName[]> {
-  const { rows } = await db.query<VariableName>(
-    'SELECT name, NULL::timestamptz AS updated_at FROM actions_variable WHERE project = $1 ORDER BY name',
-    [project],
-  )
+  const { rows } = await db.query<VariableName>('SELECT name, updated_at FROM actions_variable WHERE project = $1 ORDER BY name', [project])
   return rows
 }
 

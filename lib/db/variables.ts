@@ -18,12 +18,19 @@ export async function setVariables(pool: pg.Pool, project: string, vars: Record<
   const names = Object.keys(vars)
   assertNames('variables', [['project', project], ...names.map((n, i) => [`variables.${i}`, n] as const)])
   const values = names.map(n => vars[n] ?? '')
+  // updated_at moves only when a value changes: SET keeps the names it repeats, so their times stay.
+  const onConflict =
+    mode === 'append-only-missing'
+      ? 'NOTHING'
+      : `UPDATE SET value = excluded.value,
+           updated_at = CASE WHEN actions_variable.value IS DISTINCT FROM excluded.value THEN now() ELSE actions_variable.updated_at END`
   await withTransaction(pool, async client => {
-    if (mode === 'set') await client.query('DELETE FROM actions_variable WHERE project = $1', [project])
+    if (mode === 'set')
+      await client.query('DELETE FROM actions_variable WHERE project = $1 AND NOT (name = ANY($2::text[]))', [project, names])
     await client.query(
-      `INSERT INTO actions_variable (project, name, value)
-       SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS t(n, v)
-       ON CONFLICT (project, name) DO ${mode === 'append-only-missing' ? 'NOTHING' : 'UPDATE SET value = excluded.value'}`,
+      `INSERT INTO actions_variable (project, name, value, updated_at)
+       SELECT $1, n, v, now() FROM unnest($2::text[], $3::text[]) AS t(n, v)
+       ON CONFLICT (project, name) DO ${onConflict}`,
       [project, names, values],
     )
   })

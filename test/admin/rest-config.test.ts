@@ -100,6 +100,8 @@ describe('schema', () => {
   })
 })
 
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
 describe('variables', () => {
   it('sets (PUT), merges (PATCH), appends only missing, lists names and deletes, never answering or logging a value', async () => {
     const logs = env.captureLogs()
@@ -107,11 +109,21 @@ describe('variables', () => {
       const put = await call('PUT', `${P}/variables`, { principal: token('deployer'), body: { variables: { TOKEN: CANARY, OLD: 'x' } } })
       expect(put.body).toEqual({
         variables: [
-          { name: 'OLD', updatedAt: null },
-          { name: 'TOKEN', updatedAt: null },
+          { name: 'OLD', updatedAt: expect.stringMatching(ISO) },
+          { name: 'TOKEN', updatedAt: expect.stringMatching(ISO) },
         ],
       })
+      const timeOf = async (name: string) =>
+        (
+          await env.deps.db.query<{ t: Date }>('SELECT updated_at AS t FROM actions_variable WHERE project = $1 AND name = $2', [
+            env.project,
+            name,
+          ])
+        ).rows[0]?.t
+      const tokenSetAt = await timeOf('TOKEN')
       await call('PUT', `${P}/variables`, { body: { variables: { TOKEN: CANARY, KEPT: 'k' } } })
+      // SET keeps a variable it repeats with the same value, change time included.
+      expect(await timeOf('TOKEN')).toEqual(tokenSetAt)
       expect([...(await fetchVariables(env.deps.db, env.project)).keys()].sort()).toEqual(['KEPT', 'TOKEN'])
       await call('PATCH', `${P}/variables`, { body: { variables: { ADDED: 'a', KEPT: 'k2' } } })
       await call('PATCH', `${P}/variables`, { query: { mode: 'append-only-missing' }, body: { variables: { KEPT: 'no', NEW: 'n' } } })
@@ -122,7 +134,11 @@ describe('variables', () => {
         TOKEN: CANARY,
       })
       const listed = await call('GET', `${P}/variables`, { principal: token('viewer') })
-      expect(listed.body).toEqual({ variables: ['ADDED', 'KEPT', 'NEW', 'TOKEN'].map(name => ({ name, updatedAt: null })) })
+      expect(listed.body).toEqual({
+        variables: ['ADDED', 'KEPT', 'NEW', 'TOKEN'].map(name => ({ name, updatedAt: expect.stringMatching(ISO) })),
+      })
+      // A changed value moves its time; one appended-only-missing over it does not.
+      expect((await timeOf('KEPT'))?.getTime()).toBeGreaterThan(tokenSetAt?.getTime() ?? Infinity)
       expect((await call('DELETE', `${P}/variables/:name`, { params: { name: 'NEW' } })).status).toBe(204)
       await expect(call('DELETE', `${P}/variables/:name`, { params: { name: 'NEW' } })).rejects.toMatchObject({ status: 404 })
 

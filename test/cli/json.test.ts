@@ -100,13 +100,13 @@ describe('--json', () => {
     const names = await run('variables', 'list', project, '--json')
     expect(ndjson(names.out)).toEqual(variablesJson(await listVariableNames(env.deps.db, project)))
     expect(ndjson(names.out)).toEqual([
-      { name: 'KEY', updatedAt: null },
-      { name: 'OTHER', updatedAt: null },
+      { name: 'KEY', updatedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/) },
+      { name: 'OTHER', updatedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/) },
     ])
     expect(names.out).not.toContain(CANARY)
     expect(ndjson((await run('variables', 'list', project, '--json', '--show-values')).out)).toEqual([
-      { name: 'KEY', updatedAt: null, value: CANARY },
-      { name: 'OTHER', updatedAt: null, value: 'x-value' },
+      { name: 'KEY', updatedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/), value: CANARY },
+      { name: 'OTHER', updatedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/), value: 'x-value' },
     ])
     const schema = await run('schema', 'get', project, '--json')
     const current = await getCurrentSchema(env.deps.db, project)

@@ -100,7 +100,7 @@ export const responseSchemas: Record<string, Schema> = {
   TargetResumed: object({ target: str, state: { const: 'running' }, wasPaused: bool, signalled: bool }),
   StoredSchema: object({ version: { type: 'integer', minimum: 1 }, schema: { type: 'object' } }),
   SchemaVersion: object({ version: { type: 'integer', minimum: 1 } }),
-  Variable: object({ name: str, updatedAt: { ...nullable(time), description: 'Null: the store keeps no change time yet.' } }),
+  Variable: object({ name: str, updatedAt: { ...time, description: 'When its value last changed.' } }),
   Variables: {
     ...object({ variables: { type: 'array', items: ref('Variable') } }),
     description: 'Names and update times only: no answer of this API carries a variable value.',
