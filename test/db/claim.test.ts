@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
 import { HAS_DUE, msUntilNextDue, NEXT_DUE } from '../../lib/db/due.js'
-import { freshDatabase } from '../helpers/db.js'
 import { useDatabase } from '../helpers/harness.js'
 
 // One project whose one target holds a deep due backlog behind many more resolved events, with
@@ -60,16 +59,14 @@ describe('the claim and due statements on one deep project', () => {
 // rows back to the list of batches once became a nested loop that recomputed that list per row
 // (quadratic: 27 ms per claim under load, 40 ms for 128 rows).
 describe('the claim on statistics of an empty queue', () => {
-  let fresh: Awaited<ReturnType<typeof freshDatabase>>
+  const fresh = useDatabase()
   beforeAll(async () => {
-    fresh = await freshDatabase()
     await fresh.pool.query('VACUUM ANALYZE actions_event')
     await fresh.pool.query(`
       INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
       SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, CASE WHEN i % 3 = 0 THEN 'u' ELSE 't' END, 'x', jsonb_build_object('id', i)
       FROM generate_series(1, 400) AS i`)
   }, 60_000)
-  afterAll(async () => { await fresh.drop() })
 
   it('runs every window, sort and aggregate once, with the generic plan', async () => {
     const client = await fresh.pool.connect()
