@@ -86,7 +86,7 @@ describe('targets', () => {
 describe('schema', () => {
   it('stores a new version with PUT and answers it with GET; an invalid schema is a 400 problem', async () => {
     await schema()
-    const current = await call('GET', `${P}/schema`, { principal: token('viewer') })
+    const current = await call('GET', `${P}/schema`, { principal: token('deployer') })
     expect(current.body).toMatchObject({ version: 1, schema: { targets: { a: { url: 'http://127.0.0.1:9' } } } })
     const body = { targets: { c: { type: 'webhook', name: 'c', url: 'http://127.0.0.1:9' } }, triggers: {} }
     expect((await call('PUT', `${P}/schema`, { body })).body).toEqual({ version: 2 })

@@ -20,6 +20,7 @@ async function putSchema(ctx: RouteContext) {
 
 /** The schema routes. */
 export const schemaRoutes: Route[] = [
-  { method: 'GET', path: '/v1/projects/:project/schema', need: 'view', handle: getSchema },
+  // The schema holds target URLs and headers, which count as secrets: a viewer does not read it.
+  { method: 'GET', path: '/v1/projects/:project/schema', need: 'variables', handle: getSchema },
   { method: 'PUT', path: '/v1/projects/:project/schema', need: 'admin', handle: putSchema },
 ]
