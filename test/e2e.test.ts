@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { SendMessageCommand } from '@aws-sdk/client-sqs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { insertEvents } from '../lib/db/events.js'
+import { insertEvents } from './helpers/events.js'
 import { createPool } from '../lib/db/pool.js'
 import { startLocalStack, type LocalStack } from '../local/stack.js'
 import { freshDatabase } from './helpers/db.js'

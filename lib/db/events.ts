@@ -1,8 +1,5 @@
 import type { Queryable } from './pool.js'
 
-/** One event to write; request-level fields are shared by the whole insert. */
-export type NewEvent = { id: string; trigger: string; target: string; priority: number; payload: unknown }
-
 export type NewEventsContext = {
   project: string
   transactionId: string
@@ -65,13 +62,4 @@ export async function insertNewEvents(db: Queryable, ctx: NewEventsContext, even
     ],
   })
   return rows.map(r => r.id)
-}
-
-/** {@link insertNewEvents} for payloads not yet serialized (tests and scripts that write events directly). */
-export async function insertEvents(db: Queryable, ctx: NewEventsContext, events: NewEvent[]): Promise<string[]> {
-  return insertNewEvents(
-    db,
-    ctx,
-    events.map(({ payload, ...e }) => ({ ...e, payloadJson: JSON.stringify(payload) })),
-  )
 }

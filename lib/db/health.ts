@@ -104,13 +104,3 @@ export type TargetHealth = {
   probe_interval_ms: number | null
   pause_detail: string | null
 }
-
-/** The health row of one target, or undefined while it has never failed. */
-export async function targetHealth(db: Queryable, project: string, target: string): Promise<TargetHealth | undefined> {
-  const { rows } = await db.query<TargetHealth>(
-    `SELECT project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, pause_detail
-     FROM actions_target_health WHERE project = $1 AND target = $2`,
-    [project, target],
-  )
-  return rows[0]
-}

@@ -3,13 +3,9 @@ import type { Logger } from '../log.js'
 
 /**
  * Logs the circuit breaker's transitions among recorded rows, once per target: paused (why), resumed.
- * The logger carries the project; the target is named, never its URL. Returns the targets just paused.
+ * The logger carries the project; the target is named, never its URL. Returns the targets paused
+ * (with why) and resumed.
  */
-export function reportTargetHealth(rows: readonly RecordedRow[], log: Logger): string[] {
-  return targetHealthChanges(rows, log).paused.map(([target]) => target)
-}
-
-/** {@link reportTargetHealth}, returning the targets paused (with why) and resumed. */
 export function targetHealthChanges(
   rows: readonly RecordedRow[],
   log: Logger,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { msUntilNextDue } from '../../lib/db/due.js'
-import { targetHealth } from '../../lib/db/health.js'
+import { targetHealth } from '../helpers/events.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 import { FOREVER, useHarness } from '../helpers/harness.js'

@@ -3,11 +3,10 @@
 // rejects an event (422, a `failures` entry) fails that event after its attempts and is never paused.
 import { describe, expect, it } from 'vitest'
 import { main } from '../../lib/cli/main.js'
-import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { DESTINATION_NOT_ALLOWED_CODE } from '../../lib/delivery/egress.js'
 import { EGRESS_REFUSED_CODE, failureKind, networkKind, statusKind } from '../../lib/kinds.js'
-import { enqueueMany, schemaFor, states } from '../helpers/events.js'
+import { enqueueMany, schemaFor, states, targetHealth } from '../helpers/events.js'
 import { FOREVER, useHarness } from '../helpers/harness.js'
 import { eventIdsOf, json } from '../helpers/receiver.js'
 

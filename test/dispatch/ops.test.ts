@@ -2,9 +2,8 @@
 // would be paged for into that project, and an ordinary schema delivers it like any event.
 import { beforeAll, describe, expect, it } from 'vitest'
 import { storeSchema } from '../../lib/db/schemas.js'
-import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
-import { enqueueMany, schemaFor } from '../helpers/events.js'
+import { enqueueMany, schemaFor, targetHealth } from '../helpers/events.js'
 import { FOREVER, useHarness } from '../helpers/harness.js'
 
 const env = useHarness({

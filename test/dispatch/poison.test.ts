@@ -2,9 +2,8 @@
 // holding one bad event. The batch is split in halves on each such answer until the bad event travels
 // alone; its neighbours are delivered, and it fails by itself after its attempts.
 import { describe, expect, it } from 'vitest'
-import { targetHealth } from '../../lib/db/health.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
-import { enqueueMany, schemaFor, states } from '../helpers/events.js'
+import { enqueueMany, schemaFor, states, targetHealth } from '../helpers/events.js'
 import { FOREVER, useHarness } from '../helpers/harness.js'
 
 const env = useHarness({ config: { DISPATCH_CONCURRENCY: '2', BREAKER_FAILURES: '2' }, receiver: true })

@@ -1,3 +1,6 @@
+import { insertNewEvents, type NewEventsContext } from '../../lib/db/events.js'
+import type { TargetHealth } from '../../lib/db/health.js'
+import type { Queryable } from '../../lib/db/pool.js'
 import { storeSchema } from '../../lib/db/schemas.js'
 import type { Deps } from '../../lib/deps.js'
 import { enqueue } from '../../lib/enqueue.js'
@@ -30,4 +33,26 @@ export async function enqueueMany(deps: Deps, project: string, trigger: string, 
 export async function states(deps: Deps, project: string): Promise<Map<string, { state: string; num_retries: number; log: unknown[] }>> {
   const { rows } = await deps.db.query('SELECT id, state, num_retries, log FROM actions_event WHERE project = $1', [project])
   return new Map(rows.map(r => [r.id, r]))
+}
+
+/** The health row of one target, or undefined while it has never failed. */
+export async function targetHealth(db: Queryable, project: string, target: string): Promise<TargetHealth | undefined> {
+  const { rows } = await db.query<TargetHealth>(
+    `SELECT project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms, pause_detail
+     FROM actions_target_health WHERE project = $1 AND target = $2`,
+    [project, target],
+  )
+  return rows[0]
+}
+
+/** One event to write directly, its payload not yet serialized. */
+export type NewEvent = { id: string; trigger: string; target: string; priority: number; payload: unknown }
+
+/** {@link insertNewEvents} for payloads not yet serialized (tests that write events directly). */
+export async function insertEvents(db: Queryable, ctx: NewEventsContext, events: NewEvent[]): Promise<string[]> {
+  return insertNewEvents(
+    db,
+    ctx,
+    events.map(({ payload, ...e }) => ({ ...e, payloadJson: JSON.stringify(payload) })),
+  )
 }

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest'
 import { retryEvents } from '../../lib/db/operator.js'
 import { resumeTarget } from '../../lib/db/pauses.js'
-import { targetHealth } from '../../lib/db/health.js'
+import { targetHealth } from '../helpers/events.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { sweep } from '../../lib/sweeper/sweep.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
