@@ -3,7 +3,13 @@ import { ConfigError, loadConfig } from '../lib/config.js'
 
 describe('config', () => {
   it('lists every problem at once and never echoes a value', () => {
-    const err = (() => { try { loadConfig({ DATABASE_URL: 'not a url with secret-pw', DISPATCH_CONCURRENCY: 'lots', CLOUDWATCH_METRICS: 'maybe' }) } catch (e) { return e } })()
+    const err = (() => {
+      try {
+        loadConfig({ DATABASE_URL: 'not a url with secret-pw', DISPATCH_CONCURRENCY: 'lots', CLOUDWATCH_METRICS: 'maybe' })
+      } catch (e) {
+        return e
+      }
+    })()
     expect(err).toBeInstanceOf(ConfigError)
     const msg = String(err)
     expect(msg).toContain('DATABASE_URL: expected a URL')

@@ -16,9 +16,15 @@ const rx = useReceiver()
 let stack: LocalStack
 
 beforeAll(async () => {
-  stack = await startLocalStack({ env: { DATABASE_URL: db.url, LOG_LEVEL: 'error', DISPATCH_MAX_CONCURRENCY: '4' }, port: 0, sweepIntervalMs: 3_600_000 })
+  stack = await startLocalStack({
+    env: { DATABASE_URL: db.url, LOG_LEVEL: 'error', DISPATCH_MAX_CONCURRENCY: '4' },
+    port: 0,
+    sweepIntervalMs: 3_600_000,
+  })
 })
-afterAll(async () => { await stack.stop() })
+afterAll(async () => {
+  await stack.stop()
+})
 
 async function http(method: string, path: string, body?: unknown, base = stack.url): Promise<any> {
   const res = await fetch(base + path, { method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
@@ -26,13 +32,24 @@ async function http(method: string, path: string, body?: unknown, base = stack.u
   if (!res.ok) throw new Error(`${res.status} ${JSON.stringify(json)}`)
   return json
 }
-const putSchema = (project: string, target: Record<string, unknown>, base = stack.url) => http('PUT', `/schema/${project}`, {
-  targets: { t: { type: 'webhook', name: 't', url: rx.url + '/' + project, ...target } },
-  triggers: { go: { type: 'basic', name: 'go', target: 't', entity: 'Article', create: true, delete: false, update: false } },
-}, base)
-const enqueue = (project: string, n: number, offset = 0) => http('POST', '/enqueue', { project, transactionId: TX, events: Array.from({ length: n }, (_, i) => ({ trigger: 'go', payload: createPayload(offset + i) })) })
-const idsFor = (project: string) => rx.requests.filter(r => r.path === '/' + project).flatMap(r => r.body.events.map((e: { meta: { eventId: string } }) => e.meta.eventId))
-
+const putSchema = (project: string, target: Record<string, unknown>, base = stack.url) =>
+  http(
+    'PUT',
+    `/schema/${project}`,
+    {
+      targets: { t: { type: 'webhook', name: 't', url: rx.url + '/' + project, ...target } },
+      triggers: { go: { type: 'basic', name: 'go', target: 't', entity: 'Article', create: true, delete: false, update: false } },
+    },
+    base,
+  )
+const enqueue = (project: string, n: number, offset = 0) =>
+  http('POST', '/enqueue', {
+    project,
+    transactionId: TX,
+    events: Array.from({ length: n }, (_, i) => ({ trigger: 'go', payload: createPayload(offset + i) })),
+  })
+const idsFor = (project: string) =>
+  rx.requests.filter(r => r.path === '/' + project).flatMap(r => r.body.events.map((e: { meta: { eventId: string } }) => e.meta.eventId))
 
 describe('end to end through the local stack', () => {
   it('delivers enqueued events through SQS and dispatch to the receiver', async () => {
@@ -48,7 +65,10 @@ describe('end to end through the local stack', () => {
   it('retries a failing receiver on time through a delayed signal, without the sweeper', async () => {
     const arrivals: number[] = []
     rx.respond((req, res) => {
-      if (req.path !== '/e2') { res.end(); return }
+      if (req.path !== '/e2') {
+        res.end()
+        return
+      }
       arrivals.push(Date.now())
       res.statusCode = arrivals.length === 1 ? 500 : 200
       res.end()
@@ -61,7 +81,9 @@ describe('end to end through the local stack', () => {
     expect(gap).toBeGreaterThanOrEqual(1900)
     expect(gap).toBeLessThan(4500)
     await until('success recorded', async () => (await http('GET', '/events/e2')).succeed === 1)
-    rx.respond((_, res) => { res.end() })
+    rx.respond((_, res) => {
+      res.end()
+    })
   })
 
   it('recovers events whose signal was lost, through the sweeper', async () => {
@@ -70,8 +92,11 @@ describe('end to end through the local stack', () => {
     const pool = createPool(db.url, 1)
     const ids = ['8d7e7a57-5a4e-4d43-9d43-0cf1b0f5a001', '8d7e7a57-5a4e-4d43-9d43-0cf1b0f5a002']
     try {
-      await insertEvents(pool, { project: 'e3', transactionId: TX, stage: null, schemaVersion: 1, identityId: null, ipAddress: null, userAgent: null },
-        ids.map(id => ({ id, trigger: 'go', target: 't', priority: 0, payload: createPayload() })))
+      await insertEvents(
+        pool,
+        { project: 'e3', transactionId: TX, stage: null, schemaVersion: 1, identityId: null, ipAddress: null, userAgent: null },
+        ids.map(id => ({ id, trigger: 'go', target: 't', priority: 0, payload: createPayload() })),
+      )
     } finally {
       await pool.end()
     }
@@ -104,30 +129,50 @@ describe('a dispatch invocation that crashes', () => {
     const queue = await startQueue('crash-signals')
     const crashDb = await freshDatabase()
     let hold = true
-    rx.respond((req, res) => { if (req.path !== '/crash' || !hold) res.end() })
+    rx.respond((req, res) => {
+      if (req.path !== '/crash' || !hold) res.end()
+    })
     const env = {
-      ...process.env, DATABASE_URL: crashDb.url, SIGNAL_QUEUE_URL: queue.queueUrl, AWS_ENDPOINT_URL_SQS: queue.endpoint,
-      AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1', LEASE_MARGIN_MS: '1000', LOG_LEVEL: 'error',
-      LOCAL_DISPATCH_TIMEOUT_MS: '3000', DISPATCH_TIME_MARGIN_MS: '0',
+      ...process.env,
+      DATABASE_URL: crashDb.url,
+      SIGNAL_QUEUE_URL: queue.queueUrl,
+      AWS_ENDPOINT_URL_SQS: queue.endpoint,
+      AWS_ACCESS_KEY_ID: 'test',
+      AWS_SECRET_ACCESS_KEY: 'test',
+      AWS_REGION: 'us-east-1',
+      LEASE_MARGIN_MS: '1000',
+      LOG_LEVEL: 'error',
+      LOCAL_DISPATCH_TIMEOUT_MS: '3000',
+      DISPATCH_TIME_MARGIN_MS: '0',
     }
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/stack-child.ts'], { env, stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/stack-child.ts'], {
+      env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
     const exited = new Promise(resolve => child.on('exit', resolve))
     let second: LocalStack | undefined
     try {
       await new Promise<void>((resolve, reject) => {
-        child.stdout.on('data', d => { if (String(d).includes('ready')) resolve() })
+        child.stdout.on('data', d => {
+          if (String(d).includes('ready')) resolve()
+        })
         child.on('exit', () => reject(new Error('the child stack exited early')))
       })
       const childPool = createPool(crashDb.url, 1)
-      await childPool.query(`INSERT INTO actions_schema (project, version, schema) VALUES ('crash', 1, $1)`, [JSON.stringify({
-        targets: { t: { type: 'webhook', name: 't', url: rx.url + '/crash', timeoutMs: 1000 } },
-        triggers: { go: { type: 'basic', name: 'go', target: 't', entity: 'Article', create: true, delete: false, update: false } },
-      })])
+      await childPool.query(`INSERT INTO actions_schema (project, version, schema) VALUES ('crash', 1, $1)`, [
+        JSON.stringify({
+          targets: { t: { type: 'webhook', name: 't', url: rx.url + '/crash', timeoutMs: 1000 } },
+          triggers: { go: { type: 'basic', name: 'go', target: 't', entity: 'Article', create: true, delete: false, update: false } },
+        }),
+      ])
       await childPool.end()
       // The child is the only dispatcher until it dies; the event and its signal are written here.
       const pool = createPool(crashDb.url, 1)
-      await insertEvents(pool, { project: 'crash', transactionId: TX, stage: null, schemaVersion: 1, identityId: null, ipAddress: null, userAgent: null },
-        [{ id: '8d7e7a57-5a4e-4d43-9d43-0cf1b0f5a0ff', trigger: 'go', target: 't', priority: 0, payload: createPayload() }])
+      await insertEvents(
+        pool,
+        { project: 'crash', transactionId: TX, stage: null, schemaVersion: 1, identityId: null, ipAddress: null, userAgent: null },
+        [{ id: '8d7e7a57-5a4e-4d43-9d43-0cf1b0f5a0ff', trigger: 'go', target: 't', priority: 0, payload: createPayload() }],
+      )
       await pool.end()
       await queue.client.send(new SendMessageCommand({ QueueUrl: queue.queueUrl, MessageBody: JSON.stringify({ project: 'crash' }) }))
       await until('the child to start delivering', () => idsFor('crash').length === 1)
@@ -150,7 +195,9 @@ describe('a dispatch invocation that crashes', () => {
       await second?.stop()
       await queue.stop()
       await crashDb.drop()
-      rx.respond((_, res) => { res.end() })
+      rx.respond((_, res) => {
+        res.end()
+      })
     }
   }, 60_000)
 })

@@ -7,10 +7,18 @@ import { SchemaValidationError } from '../lib/schema/actions.js'
 
 describe('the validation error', () => {
   it('is one class under the three names callers catch, each keeping its own name and problems', () => {
-    const errors = [new ConfigError(['A: required']), new SchemaValidationError(['targets.t.url: bad']), new EnqueueValidationError(['events.0.id: bad'])]
+    const errors = [
+      new ConfigError(['A: required']),
+      new SchemaValidationError(['targets.t.url: bad']),
+      new EnqueueValidationError(['events.0.id: bad']),
+    ]
     expect(errors.map(e => e instanceof ValidationError)).toEqual([true, true, true])
     expect(errors.map(e => e.name)).toEqual(['ConfigError', 'SchemaValidationError', 'EnqueueValidationError'])
-    expect(errors.map(e => e.message.split('\n')[0])).toEqual(['Invalid configuration:', 'Invalid actions schema:', 'Invalid enqueue request:'])
+    expect(errors.map(e => e.message.split('\n')[0])).toEqual([
+      'Invalid configuration:',
+      'Invalid actions schema:',
+      'Invalid enqueue request:',
+    ])
     expect(errors[1]?.problems).toEqual(['targets.t.url: bad'])
     expect(errors[0]).not.toBeInstanceOf(SchemaValidationError)
   })
@@ -22,7 +30,11 @@ describe('the safe error describer', () => {
   const error = new Error('delivery failed', { cause: new TypeError(`fetch failed for ${secret}`, { cause: socket }) })
 
   it('tells the top message and the causes by name and code only', () => {
-    expect(describeError(error)).toEqual({ name: 'Error', message: 'delivery failed', cause: { name: 'TypeError', cause: { name: 'Error', code: 'ECONNREFUSED' } } })
+    expect(describeError(error)).toEqual({
+      name: 'Error',
+      message: 'delivery failed',
+      cause: { name: 'TypeError', cause: { name: 'Error', code: 'ECONNREFUSED' } },
+    })
     expect(formatError(error)).toBe('Error: delivery failed (cause: TypeError ← Error ECONNREFUSED)')
   })
 

@@ -9,7 +9,9 @@ import { useHarness } from '../helpers/harness.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 
 const env = useHarness()
-beforeEach(async () => { await env.deps.db.query('DELETE FROM actions_event') })
+beforeEach(async () => {
+  await env.deps.db.query('DELETE FROM actions_event')
+})
 const run = (...argv: string[]) => runCli(env.cliEnv(), argv)
 
 /** Makes events look as dispatch leaves them: `state` after `attempts` failed attempts, one log entry each, created at `createdAt` (one second apart). */
@@ -56,9 +58,11 @@ describe('bulk retry and stop', () => {
     const counter = countStatements(pool)
     const out: string[] = []
     try {
-      const code = await eventsCommand({ pool, signals: () => env.deps.signals }, [
-        'retry', '--project', 'bulk', '--target', 'a', '--since', '2024-05-01', '--until', '2024-05-02T00:00:00Z',
-      ], { out: s => out.push(s), err: s => out.push(s) })
+      const code = await eventsCommand(
+        { pool, signals: () => env.deps.signals },
+        ['retry', '--project', 'bulk', '--target', 'a', '--since', '2024-05-01', '--until', '2024-05-02T00:00:00Z'],
+        { out: s => out.push(s), err: s => out.push(s) },
+      )
       expect(code).toBe(0)
       expect(counter.count()).toBe(1)
     } finally {
@@ -75,7 +79,10 @@ describe('bulk retry and stop', () => {
       { target: 'b', state: 'failed', intact: true, due: false, n: 40 },
     ])
     expect(await census('other')).toEqual([{ target: 'a', state: 'failed', intact: true, due: false, n: 40 }])
-    const { rows } = await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE id = ANY($1) AND state = 'retrying' AND resolved_at IS NULL`, [inRange])
+    const { rows } = await env.deps.db.query(
+      `SELECT count(*)::int AS n FROM actions_event WHERE id = ANY($1) AND state = 'retrying' AND resolved_at IS NULL`,
+      [inRange],
+    )
     expect(rows[0]?.n).toBe(10_000)
   })
 
@@ -104,7 +111,9 @@ describe('bulk retry and stop', () => {
     await env.queue.drain()
     const res = await run('events', 'retry', '--project', 'lim', '--limit', '4')
     expect(res.out).toBe('4 failed event(s) of lim made due now (limit 4 reached: run again for the rest)\nsignalled project lim')
-    const { rows } = await env.deps.db.query<{ id: string }>(`SELECT id FROM actions_event WHERE project = 'lim' AND state = 'retrying' ORDER BY created_at`)
+    const { rows } = await env.deps.db.query<{ id: string }>(
+      `SELECT id FROM actions_event WHERE project = 'lim' AND state = 'retrying' ORDER BY created_at`,
+    )
     expect(rows.map(r => r.id)).toEqual(ids.slice(0, 4))
     await env.queue.drain()
     expect((await run('events', 'retry', '--project', 'nobody')).out).toBe('0 failed event(s) of nobody made due now')

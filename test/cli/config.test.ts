@@ -12,14 +12,21 @@ import { TX } from '../fixtures/schemas.js'
 const db = useDatabase()
 let dir: string
 
-beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'actions-cli-')) })
-afterAll(async () => { await rm(dir, { recursive: true, force: true }) })
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'actions-cli-'))
+})
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
 
 const run = (env: NodeJS.ProcessEnv, ...argv: string[]) => runCli({ DATABASE_URL: db.url, ...env }, argv)
 
 async function schemaFile(timeoutMs: number): Promise<string> {
   const file = join(dir, `schema-${timeoutMs}.json`)
-  await writeFile(file, JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: 'https://hooks.example/t', timeoutMs } }, triggers: {} }))
+  await writeFile(
+    file,
+    JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: 'https://hooks.example/t', timeoutMs } }, triggers: {} }),
+  )
   return file
 }
 
@@ -37,7 +44,7 @@ describe('schema set with the configured MAX_TARGET_TIMEOUT_MS', () => {
     expect(await versions('p')).toBe(1)
   })
 
-  it('uses the config\'s default when the key is unset or empty, and refuses an invalid value without storing', async () => {
+  it("uses the config's default when the key is unset or empty, and refuses an invalid value without storing", async () => {
     for (const env of [{}, { MAX_TARGET_TIMEOUT_MS: '' }]) {
       const res = await run(env, 'schema', 'set', 'q', await schemaFile(70_000))
       expect(res.code).toBe(1)
@@ -50,7 +57,7 @@ describe('schema set with the configured MAX_TARGET_TIMEOUT_MS', () => {
   })
 })
 
-describe('the CLI\'s SQS client', () => {
+describe("the CLI's SQS client", () => {
   it('makes SQS_MAX_ATTEMPTS attempts of SQS_REQUEST_TIMEOUT_MS each against an endpoint that never answers', async () => {
     const silent = await startSilentServer()
     try {
@@ -61,11 +68,20 @@ describe('the CLI\'s SQS client', () => {
         [id, TX],
       )
       const endpoint = silent.url
-      const res = await run({
-        SIGNAL_QUEUE_URL: `${endpoint}/000000000000/signals`, AWS_ENDPOINT_URL_SQS: endpoint,
-        AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test',
-        SQS_MAX_ATTEMPTS: '3', SQS_REQUEST_TIMEOUT_MS: '300', SQS_CONNECT_TIMEOUT_MS: '300',
-      }, 'events', 'retry', id)
+      const res = await run(
+        {
+          SIGNAL_QUEUE_URL: `${endpoint}/000000000000/signals`,
+          AWS_ENDPOINT_URL_SQS: endpoint,
+          AWS_ACCESS_KEY_ID: 'test',
+          AWS_SECRET_ACCESS_KEY: 'test',
+          SQS_MAX_ATTEMPTS: '3',
+          SQS_REQUEST_TIMEOUT_MS: '300',
+          SQS_CONNECT_TIMEOUT_MS: '300',
+        },
+        'events',
+        'retry',
+        id,
+      )
       expect(res.code).toBe(1)
       expect(res.err).toMatch(/the retry stands, but the wake-up signal failed/)
       // One connection per attempt: the attempt that timed out closed its own.

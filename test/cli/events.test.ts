@@ -15,7 +15,10 @@ const run = (...argv: string[]) => runCli(env.cliEnv(), argv)
 
 describe('operator event commands', () => {
   it('lists failed events, shows one, retries it (due now) and stops another', async () => {
-    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    env.rx.respond((_, res) => {
+      res.statusCode = 500
+      res.end()
+    })
     await schemaFor(env.deps, 'ops', { t: { url: env.rx.url, maxAttempts: 1 } })
     const [a, b] = await enqueueMany(env.deps, 'ops', 'to_t', 2)
     expect((await run('events', 'due', 'ops')).out).toMatch(/2 due event\(s\)/)
@@ -30,7 +33,9 @@ describe('operator event commands', () => {
     expect((await run('events', 'due', 'ops')).out).toContain(a)
     expect(await run('events', 'stop', b ?? '')).toMatchObject({ code: 0 })
     expect((await states(env.deps, 'ops')).get(b ?? '')?.state).toBe('stopped')
-    env.rx.respond((_, res) => { res.end() })
+    env.rx.respond((_, res) => {
+      res.end()
+    })
     await handler(sqsEvent('{"project":"ops"}'), createContext())
     expect((await states(env.deps, 'ops')).get(a ?? '')?.state).toBe('succeed')
     expect((await states(env.deps, 'ops')).get(b ?? '')?.state).toBe('stopped')
@@ -57,7 +62,10 @@ describe('operator event commands', () => {
   })
 
   it('keeps the retry and reports a failed signal with exit code 1 when the queue does not answer', async () => {
-    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    env.rx.respond((_, res) => {
+      res.statusCode = 500
+      res.end()
+    })
     await schemaFor(env.deps, 'nosig', { t: { url: env.rx.url, maxAttempts: 1 } })
     const [id] = await enqueueMany(env.deps, 'nosig', 'to_t', 1)
     await handler(sqsEvent('{"project":"nosig"}'), createContext())
@@ -72,8 +80,14 @@ describe('operator event commands', () => {
   })
 
   it('lists retrying events under failed, as upstream failedEvents does, and leaves due-but-fresh ones out', async () => {
-    env.rx.respond((_, res) => { res.statusCode = 503; res.end() })
-    await schemaFor(env.deps, 'both', { once: { url: env.rx.url, maxAttempts: 1 }, again: { url: env.rx.url, maxAttempts: 5, initialRepeatIntervalMs: 3_600_000 } })
+    env.rx.respond((_, res) => {
+      res.statusCode = 503
+      res.end()
+    })
+    await schemaFor(env.deps, 'both', {
+      once: { url: env.rx.url, maxAttempts: 1 },
+      again: { url: env.rx.url, maxAttempts: 5, initialRepeatIntervalMs: 3_600_000 },
+    })
     const [dead] = await enqueueMany(env.deps, 'both', 'to_once', 1)
     const [retrying] = await enqueueMany(env.deps, 'both', 'to_again', 1)
     await handler(sqsEvent('{"project":"both"}'), createContext())
@@ -91,7 +105,10 @@ describe('operator event commands', () => {
     await schemaFor(env.deps, 'loud', { t: { url: env.rx.url, maxAttempts: 3 } })
     const [id] = await enqueueMany(env.deps, 'loud', 'to_t', 1)
     // As if a receiver's error had been stored whole (older rows, or a change of the store's bound).
-    await env.deps.db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'bad' || chr(10) || chr(27) || '[31m' || $2::text, 'response', $2::text)) WHERE id = $1`, [id, huge])
+    await env.deps.db.query(
+      `UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', 'bad' || chr(10) || chr(27) || '[31m' || $2::text, 'response', $2::text)) WHERE id = $1`,
+      [id, huge],
+    )
     const listed = await run('events', 'failed', 'loud')
     const line = listed.out.split('\n').find(l => l.startsWith(id ?? ''))
     expect(line).toBeDefined()
@@ -103,7 +120,7 @@ describe('operator event commands', () => {
     expect(JSON.parse(shown.out).log[0].response).toMatch(/^x{4096}… \[295904 more characters\]$/)
   })
 
-  it('shows stored receiver text through the redaction filter with the project\'s current variable values', async () => {
+  it("shows stored receiver text through the redaction filter with the project's current variable values", async () => {
     const token = 'tok_Zq9-secret-value'
     const later = 'added-later-secret'
     await schemaFor(env.deps, 'leaky', { t: { url: env.rx.url, maxAttempts: 3 } })
@@ -113,7 +130,10 @@ describe('operator event commands', () => {
     // the listing's cut, and a value that becomes a variable only later.
     const errorMessage = `${'e'.repeat(LISTED_ERROR_CHARS - 12)}${token} echo ${later}`
     const response = `{"authorization":"Bearer ${token}","q":"${encodeURIComponent(token)}","later":"${later}"}`
-    await env.deps.db.query(`UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $3::text)) WHERE id = $1`, [id, errorMessage, response])
+    await env.deps.db.query(
+      `UPDATE actions_event SET state = 'retrying', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $3::text)) WHERE id = $1`,
+      [id, errorMessage, response],
+    )
     const listed = await run('events', 'failed', 'leaky')
     const line = listed.out.split('\n').find(l => l.startsWith(id ?? '')) ?? ''
     expect(line).toContain('[redacted]')

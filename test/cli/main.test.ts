@@ -30,7 +30,10 @@ describe('operator CLI', () => {
     await run('schema', 'set', 'gone', file)
     expect((await run('schema', 'delete', 'gone')).code).toBe(2)
     expect(await getCurrentSchema(db.pool, 'gone')).toBeDefined()
-    expect(await run('schema', 'delete', 'gone', '--yes')).toMatchObject({ code: 0, out: 'removed 2 version(s) of the actions schema of gone' })
+    expect(await run('schema', 'delete', 'gone', '--yes')).toMatchObject({
+      code: 0,
+      out: 'removed 2 version(s) of the actions schema of gone',
+    })
     expect(await getCurrentSchema(db.pool, 'gone')).toBeUndefined()
     expect((await run('schema', 'delete', 'gone', '--yes')).code).toBe(1)
   })
@@ -72,6 +75,6 @@ describe('operator CLI', () => {
     expect(res.err).toContain('Usage: actions')
     expect(res.err).not.toContain('novalue-secret')
     expect((await run('frobnicate')).code).toBe(2)
-    expect((await main(['migrate'], {}, { out: () => {}, err: () => {} }))).toBe(2)
+    expect(await main(['migrate'], {}, { out: () => {}, err: () => {} })).toBe(2)
   })
 })

@@ -13,7 +13,7 @@ beforeEach(async () => {
 const run = (...argv: string[]) => runCli({ DATABASE_URL: db.url }, argv)
 const current = async () => Object.fromEntries(await fetchVariables(db.pool, 'p'))
 
-describe('variables set, in upstream\'s modes', () => {
+describe("variables set, in upstream's modes", () => {
   it('MERGE (the default) sets the given names and keeps the others', async () => {
     expect((await run('variables', 'set', 'p', 'CHANGE=new', 'ADD=a')).code).toBe(0)
     expect(await current()).toEqual({ KEEP: 'k', CHANGE: 'new', ADD: 'a' })
@@ -29,7 +29,7 @@ describe('variables set, in upstream\'s modes', () => {
     expect(await current()).toEqual({ KEEP: 'k', CHANGE: 'old', ADD: 'a' })
   })
 
-  it('keeps the last value of a name given twice, as upstream\'s input map does', async () => {
+  it("keeps the last value of a name given twice, as upstream's input map does", async () => {
     await run('variables', 'set', 'p', 'ADD=1', 'ADD=2')
     expect((await current()).ADD).toBe('2')
   })

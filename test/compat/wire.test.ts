@@ -17,7 +17,9 @@ let rawHeaders: Array<Array<[string, string]>> = []
 
 beforeEach(() => {
   rawHeaders = []
-  answer((_, res) => { res.end() })
+  answer((_, res) => {
+    res.end()
+  })
 })
 
 /** Answers with `responder`, recording the raw header lines of every request first. */
@@ -38,18 +40,30 @@ async function deliverOnce(target: Record<string, unknown>, count = 1): Promise<
 
 /** Upstream's wire shape of the events (`meta` then the payload), in the order given. */
 async function expectedEvents(ids: string[]) {
-  const { rows } = await env.deps.db.query<{ id: string; created_at: Date }>('SELECT id, created_at FROM actions_event WHERE id = ANY($1)', [ids])
+  const { rows } = await env.deps.db.query<{ id: string; created_at: Date }>(
+    'SELECT id, created_at FROM actions_event WHERE id = ANY($1)',
+    [ids],
+  )
   const created = new Map(rows.map(r => [r.id, r.created_at.toISOString()]))
   return ids.map((id, i) => ({
     meta: {
-      eventId: id, transactionId: TX, identityId: null, ipAddress: null, userAgent: null,
-      createdAt: created.get(id), lastStateChange: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), numRetries: 0, trigger: 'to_t', target: 't',
+      eventId: id,
+      transactionId: TX,
+      identityId: null,
+      ipAddress: null,
+      userAgent: null,
+      createdAt: created.get(id),
+      lastStateChange: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      numRetries: 0,
+      trigger: 'to_t',
+      target: 't',
     },
     ...createPayload(i),
   }))
 }
 
-const sortById = <T extends { meta: { eventId: string } }>(events: T[]) => [...events].sort((a, b) => a.meta.eventId.localeCompare(b.meta.eventId))
+const sortById = <T extends { meta: { eventId: string } }>(events: T[]) =>
+  [...events].sort((a, b) => a.meta.eventId.localeCompare(b.meta.eventId))
 const linesNamed = (name: string, req = 0) => (rawHeaders[req] ?? []).filter(([k]) => k.toLowerCase() === name)
 
 describe('request body (payloadPath)', () => {
@@ -110,7 +124,10 @@ describe('headers', () => {
     expect(linesNamed('x-static').map(([, v]) => v)).toEqual(['yes'])
   })
 
-  it.each([['Accept', 'accept'], ['ACCEPT-ENCODING', 'accept-encoding']])("keeps the target's own %s in one line", async (name, lower) => {
+  it.each([
+    ['Accept', 'accept'],
+    ['ACCEPT-ENCODING', 'accept-encoding'],
+  ])("keeps the target's own %s in one line", async (name, lower) => {
     await deliverOnce({ headers: { [name]: 'mine' } })
     expect(linesNamed(lower).map(([, v]) => v)).toEqual(['mine'])
   })
@@ -120,10 +137,13 @@ describe('headers', () => {
     expect(linesNamed('user-agent').map(([, v]) => v)).toEqual(['my-agent/1'])
   })
 
-  it.each([['Content-Type'], ['content-type'], ['CONTENT-TYPE']])("overrides the target's %s with application/json, in one line", async name => {
-    await deliverOnce({ headers: { [name]: 'text/plain' } })
-    expect(linesNamed('content-type').map(([, v]) => v)).toEqual(['application/json'])
-  })
+  it.each([['Content-Type'], ['content-type'], ['CONTENT-TYPE']])(
+    "overrides the target's %s with application/json, in one line",
+    async name => {
+      await deliverOnce({ headers: { [name]: 'text/plain' } })
+      expect(linesNamed('content-type').map(([, v]) => v)).toEqual(['application/json'])
+    },
+  )
 
   it('sends one line for a name the target wrote in two cases', async () => {
     await deliverOnce({ headers: { 'X-Tag': 'a', 'x-tag': 'b' } })
@@ -134,12 +154,23 @@ describe('headers', () => {
 describe('variables', () => {
   it('substitutes {{NAME}} in the URL and header values, and leaves {{ NAME }}, {{a.b}} and {{a-b}} as text', async () => {
     await setVariables(env.deps.db, env.project, { PATH: 'hooks', TOKEN: 'tok_123456', 'a.b': 'x', 'a-b': 'y' }, 'set')
-    await deliverOnce({ url: env.rx.url + '/{{PATH}}/in', headers: { Authorization: 'Bearer {{TOKEN}}', 'X-Spaced': '{{ TOKEN }}', 'X-Dotted': '{{a.b}}', 'X-Dashed': '{{a-b}}' } })
+    await deliverOnce({
+      url: env.rx.url + '/{{PATH}}/in',
+      headers: { Authorization: 'Bearer {{TOKEN}}', 'X-Spaced': '{{ TOKEN }}', 'X-Dotted': '{{a.b}}', 'X-Dashed': '{{a-b}}' },
+    })
     expect(env.rx.requests[0]?.path).toBe('/hooks/in')
-    expect(env.rx.requests[0]?.headers).toMatchObject({ authorization: 'Bearer tok_123456', 'x-spaced': '{{ TOKEN }}', 'x-dotted': '{{a.b}}', 'x-dashed': '{{a-b}}' })
+    expect(env.rx.requests[0]?.headers).toMatchObject({
+      authorization: 'Bearer tok_123456',
+      'x-spaced': '{{ TOKEN }}',
+      'x-dotted': '{{a.b}}',
+      'x-dashed': '{{a-b}}',
+    })
   })
 
-  it.each([['missing', {}], ['empty', { TOKEN: '' }]])('fails the attempt with "Undefined variable TOKEN" and no request when it is %s', async (_, vars) => {
+  it.each([
+    ['missing', {}],
+    ['empty', { TOKEN: '' }],
+  ])('fails the attempt with "Undefined variable TOKEN" and no request when it is %s', async (_, vars) => {
     await setVariables(env.deps.db, env.project, vars, 'set')
     const [id] = await deliverOnce({ headers: { Authorization: 'Bearer {{TOKEN}}' } })
     expect(env.rx.requests).toHaveLength(0)
@@ -150,16 +181,20 @@ describe('variables', () => {
 })
 
 type Responder = (req: ReceivedRequest, res: ServerResponse) => void
-const reply = (status: number, body: string, contentType?: string, reason?: string): Responder => (_, res) => {
-  if (reason) res.statusMessage = reason
-  res.writeHead(status, contentType ? { 'content-type': contentType } : {})
-  res.end(body)
-}
+const reply =
+  (status: number, body: string, contentType?: string, reason?: string): Responder =>
+  (_, res) => {
+    if (reason) res.statusMessage = reason
+    res.writeHead(status, contentType ? { 'content-type': contentType } : {})
+    res.end(body)
+  }
 /** The body listing `failures` for the second event of the batch (ids are known only at request time). */
-const failSecond = (entry: (id: string) => unknown, contentType = 'application/json'): Responder => (req, res) => {
-  const second = req.body.events[1].meta.eventId
-  reply(200, JSON.stringify({ failures: [entry(second)] }), contentType)(req, res)
-}
+const failSecond =
+  (entry: (id: string) => unknown, contentType = 'application/json'): Responder =>
+  (req, res) => {
+    const second = req.body.events[1].meta.eventId
+    reply(200, JSON.stringify({ failures: [entry(second)] }), contentType)(req, res)
+  }
 
 describe('response classification', () => {
   /** The events' rows after one delivery, in the order the batch listed them. */
@@ -176,21 +211,38 @@ describe('response classification', () => {
   it('fails every event on a non-2xx, with the code, the reason phrase and the response', async () => {
     for (const row of await classify(reply(503, 'down for maintenance', 'text/plain', 'Gone Fishing'))) {
       expect(row).toMatchObject({ state: 'retrying', num_retries: 1 })
-      expect(row?.log).toEqual([{ ok: false, code: 503, errorMessage: 'Gone Fishing', response: 'down for maintenance', durationMs: expect.any(Number) }])
+      expect(row?.log).toEqual([
+        { ok: false, code: 503, errorMessage: 'Gone Fishing', response: 'down for maintenance', durationMs: expect.any(Number) },
+      ])
     }
   })
 
   it('does not follow a redirect: a 3xx is a failed attempt', async () => {
-    const rows = await classify((_, res) => { res.writeHead(307, { location: env.rx.url + '/elsewhere' }); res.end() })
+    const rows = await classify((_, res) => {
+      res.writeHead(307, { location: env.rx.url + '/elsewhere' })
+      res.end()
+    })
     expect(env.rx.requests).toHaveLength(1)
     for (const row of rows) expect(row?.log[0]).toMatchObject({ ok: false, code: 307, errorMessage: 'Temporary Redirect' })
   })
 
   it.each<[string, Responder]>([
     ['an empty body', reply(200, '', 'application/json')],
-    ['a 204', (_, res) => { res.writeHead(204); res.end() }],
+    [
+      'a 204',
+      (_, res) => {
+        res.writeHead(204)
+        res.end()
+      },
+    ],
     ['a non-JSON content type listing failures', failSecond(id => ({ eventId: id }), 'text/plain')],
-    ['no content type listing failures', (req, res) => { res.removeHeader('content-type'); res.end(JSON.stringify({ failures: [{ eventId: req.body.events[1].meta.eventId }] })) }],
+    [
+      'no content type listing failures',
+      (req, res) => {
+        res.removeHeader('content-type')
+        res.end(JSON.stringify({ failures: [{ eventId: req.body.events[1].meta.eventId }] }))
+      },
+    ],
     ['a JSON array', reply(200, '[{"failures":[]}]', 'application/json')],
     ['JSON null', reply(200, 'null', 'application/json')],
     ['a JSON object without failures', reply(200, '{"ok":true,"received":2}', 'application/json')],
@@ -201,7 +253,9 @@ describe('response classification', () => {
   })
 
   it('fails only the events listed in failures, with their error; entries may carry other keys', async () => {
-    const [first, second] = await classify(failSecond(id => ({ eventId: id, error: 'no such article', retryable: true }), 'application/json; charset=utf-8'))
+    const [first, second] = await classify(
+      failSecond(id => ({ eventId: id, error: 'no such article', retryable: true }), 'application/json; charset=utf-8'),
+    )
     expect(first).toMatchObject(succeeded)
     expect(second).toMatchObject({ state: 'retrying', num_retries: 1 })
     expect(second?.log).toEqual([{ ok: false, code: 200, errorMessage: 'no such article', durationMs: expect.any(Number) }])
@@ -225,12 +279,20 @@ describe('response classification', () => {
   ])('fails every event with "Invalid response: …" on %s', async (_, responder) => {
     for (const row of await classify(responder)) {
       expect(row).toMatchObject({ state: 'retrying', num_retries: 1 })
-      expect(row?.log[0]).toMatchObject({ ok: false, code: 200, errorMessage: expect.stringMatching(/^Invalid response: /), response: expect.any(String) })
+      expect(row?.log[0]).toMatchObject({
+        ok: false,
+        code: 200,
+        errorMessage: expect.stringMatching(/^Invalid response: /),
+        response: expect.any(String),
+      })
     }
   })
 
   it("keeps upstream's text for ids outside the batch", async () => {
     const [row] = await classify(reply(200, '{"failures":[{"eventId":"nope"}]}', 'application/json'))
-    expect(row?.log[0]).toMatchObject({ errorMessage: 'Invalid response: undefined events IDs: nope', response: '{"failures":[{"eventId":"nope"}]}' })
+    expect(row?.log[0]).toMatchObject({
+      errorMessage: 'Invalid response: undefined events IDs: nope',
+      response: '{"failures":[{"eventId":"nope"}]}',
+    })
   })
 })

@@ -7,7 +7,9 @@ import { useDatabase } from '../helpers/harness.js'
 // same rules only through deliveries; these name the statement's own contract (lib/db/claim.ts).
 const db = useDatabase()
 
-beforeEach(async () => { await db.pool.query('TRUNCATE actions_event, actions_target_health') })
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE actions_event, actions_target_health')
+})
 
 /** The n-th test id: a uuid whose order is n's, so ties on priority and due time are read by id. */
 const id = (n: number) => `00000000-0000-0000-0000-${String(n).padStart(12, '0')}`
@@ -20,13 +22,20 @@ async function insert(rows: Row[]): Promise<void> {
     `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, priority, visible_at, payload)
      SELECT u.id, 'p', u.id, 1, u.target, 'x', u.priority, now() - u.ago * interval '1 millisecond', jsonb_build_object('s', u.text)
      FROM unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::text[]) AS u(id, target, priority, ago, text)`,
-    [rows.map(r => id(r.n)), rows.map(r => r.target), rows.map(r => r.priority ?? 0), rows.map(r => r.dueAgoMs ?? 1_000), rows.map(r => r.text ?? 'x')],
+    [
+      rows.map(r => id(r.n)),
+      rows.map(r => r.target),
+      rows.map(r => r.priority ?? 0),
+      rows.map(r => r.dueAgoMs ?? 1_000),
+      rows.map(r => r.text ?? 'x'),
+    ],
   )
 }
 
 const target = (name: string, batchSize: number, maxBatches = 100): TargetClaimConfig => ({ name, batchSize, leaseMs: 60_000, maxBatches })
 const unlimited: ClaimLimits = { waiting: [], budgetBytes: 64e6, atLeastOne: true }
-const ids = (r: Awaited<ReturnType<typeof claimBatches>>) => r.batches.map(b => `${b.target}:${b.events.map(e => Number(e.id.slice(-12))).join(',')}`)
+const ids = (r: Awaited<ReturnType<typeof claimBatches>>) =>
+  r.batches.map(b => `${b.target}:${b.events.map(e => Number(e.id.slice(-12))).join(',')}`)
 
 describe('claimBatches', () => {
   it('takes batches as if one by one: the most urgent event and more of its target, then the most urgent left; ties by id', async () => {
@@ -46,12 +55,15 @@ describe('claimBatches', () => {
     expect(ids(r)).toEqual(['b:2,4', 'b:6', 'a:1,3', 'a:5,7'])
     expect(r.unknownTarget).toEqual([])
     const { rows } = await db.pool.query<{ state: string; leased: boolean }>(
-      `SELECT DISTINCT state::text, visible_at > now() + interval '50 seconds' AS leased FROM actions_event`)
+      `SELECT DISTINCT state::text, visible_at > now() + interval '50 seconds' AS leased FROM actions_event`,
+    )
     expect(rows).toEqual([{ state: 'processing', leased: true }])
   })
 
   it('stops at its batch count, and a target stops at its cap while others go on', async () => {
-    await insert([1, 2, 3, 4].map(n => ({ n, target: 'a', dueAgoMs: 10_000 - n })).concat([5, 6].map(n => ({ n, target: 'b', dueAgoMs: 100 - n }))))
+    await insert(
+      [1, 2, 3, 4].map(n => ({ n, target: 'a', dueAgoMs: 10_000 - n })).concat([5, 6].map(n => ({ n, target: 'b', dueAgoMs: 100 - n }))),
+    )
     expect(ids(await claimBatches(db.pool, 'p', [target('a', 1, 2), target('b', 1)], 10, unlimited))).toEqual(['a:1', 'a:2', 'b:5', 'b:6'])
     await db.pool.query('TRUNCATE actions_event')
     await insert([1, 2, 3, 4].map(n => ({ n, target: 'a', dueAgoMs: 10_000 - n })))
@@ -59,16 +71,28 @@ describe('claimBatches', () => {
   })
 
   it('leaves waiting targets alone and fails the events of targets missing from the schema in the same statement', async () => {
-    await insert([{ n: 1, target: 'a' }, { n: 2, target: 'slow' }, { n: 3, target: 'gone' }])
+    await insert([
+      { n: 1, target: 'a' },
+      { n: 2, target: 'slow' },
+      { n: 3, target: 'gone' },
+    ])
     const r = await claimBatches(db.pool, 'p', [target('a', 5)], 10, { ...unlimited, waiting: ['slow'] })
     expect(ids(r)).toEqual(['a:1'])
     expect(r.unknownTarget.map(e => e.id)).toEqual([id(3)])
-    const { rows } = await db.pool.query('SELECT target, state::text, num_retries, log, resolved_at IS NOT NULL AS resolved FROM actions_event ORDER BY id')
+    const { rows } = await db.pool.query(
+      'SELECT target, state::text, num_retries, log, resolved_at IS NOT NULL AS resolved FROM actions_event ORDER BY id',
+    )
     expect(rows).toEqual([
       { target: 'a', state: 'processing', num_retries: 0, log: [], resolved: false },
       { target: 'slow', state: 'created', num_retries: 0, log: [], resolved: false },
       // Upstream's unknown-target failure: the attempt counts, the entry has no durationMs.
-      { target: 'gone', state: 'failed', num_retries: 1, log: [{ ok: false, errorMessage: 'Event target gone not found, stopping.' }], resolved: true },
+      {
+        target: 'gone',
+        state: 'failed',
+        num_retries: 1,
+        log: [{ ok: false, errorMessage: 'Event target gone not found, stopping.' }],
+        resolved: true,
+      },
     ])
   })
 
@@ -79,7 +103,8 @@ describe('claimBatches', () => {
       await insert([1, 2, 3, 4, 5, 6].map(n => ({ n, target: 'a', dueAgoMs: 10_000 - n, text: 'y'.repeat(100) })))
       size = (await db.pool.query<{ b: number }>('SELECT octet_length(payload::text) AS b FROM actions_event LIMIT 1')).rows[0]!.b
     })
-    const claim = (budgetBytes: number, atLeastOne = false) => claimBatches(db.pool, 'p', [target('a', 1)], 10, { waiting: [], budgetBytes, atLeastOne })
+    const claim = (budgetBytes: number, atLeastOne = false) =>
+      claimBatches(db.pool, 'p', [target('a', 1)], 10, { waiting: [], budgetBytes, atLeastOne })
 
     it('takes the batches whose running total is exactly the budget', async () => {
       const r = await claim(3 * size)

@@ -44,7 +44,10 @@ describe('the claim and due statements on one deep project', () => {
 
   it('answers "when is the next event due" with one probe of the due index while something is due now', async () => {
     expect(await msUntilNextDue(db.pool, 'p')).toBe(0)
-    const { rows } = await db.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${NEXT_DUE.text}`, ['p', []])
+    const { rows } = await db.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${NEXT_DUE.text}`, [
+      'p',
+      [],
+    ])
     const all = nodes(rows[0]!['QUERY PLAN'][0]!.Plan)
     // The minimum over every waiting event (20,000 here) is never computed.
     const aggregates = all.filter(n => n['Node Type'] === 'Aggregate')
@@ -73,8 +76,19 @@ describe('the claim on statistics of an empty queue', () => {
     try {
       await client.query('BEGIN')
       await client.query(`SET LOCAL plan_cache_mode = force_generic_plan`)
-      const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-        `EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, ['p', ['t', 'u'], [1, 5], [60_000, 60_000], 200, 128, [], 64e6, 1, [128, 16], [10, 10]])
+      const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, [
+        'p',
+        ['t', 'u'],
+        [1, 5],
+        [60_000, 60_000],
+        200,
+        128,
+        [],
+        64e6,
+        1,
+        [128, 16],
+        [10, 10],
+      ])
       const all = nodes(rows[0]!['QUERY PLAN'][0]!.Plan)
       // The claim took rows: the plan ran for real (EXPLAIN ANALYZE executes the UPDATE; rolled back below).
       expect(all[0]!['Node Type']).toBe('ModifyTable')

@@ -15,7 +15,22 @@ describe('migrations', () => {
     expect(await migrate(db.pool)).toEqual([])
     expect(await migrate(db.pool)).toEqual([])
     const { rows } = await db.pool.query('SELECT name FROM actions_migration')
-    expect(rows.map(r => r.name)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql', '005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql', '008_target_flow.sql', '009_probe_claimed.sql', '010_log_bound.sql', '011_misconfigured.sql', '012_batch_split.sql', '013_admin_tokens.sql', '014_variable_updated.sql'])
+    expect(rows.map(r => r.name)).toEqual([
+      '001_init.sql',
+      '002_dispatch_progress.sql',
+      '003_target_health.sql',
+      '004_event_first_failure.sql',
+      '005_project_ids_and_order.sql',
+      '006_entity_order.sql',
+      '007_target_hold.sql',
+      '008_target_flow.sql',
+      '009_probe_claimed.sql',
+      '010_log_bound.sql',
+      '011_misconfigured.sql',
+      '012_batch_split.sql',
+      '013_admin_tokens.sql',
+      '014_variable_updated.sql',
+    ])
   })
 
   it('create the partial index the claim query uses', async () => {
@@ -26,8 +41,25 @@ describe('migrations', () => {
   it('apply from scratch on an empty database', async () => {
     const empty = await freshDatabase()
     try {
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state')
-      expect(await migrate(empty.pool)).toEqual(['001_init.sql', '002_dispatch_progress.sql', '003_target_health.sql', '004_event_first_failure.sql', '005_project_ids_and_order.sql', '006_entity_order.sql', '007_target_hold.sql', '008_target_flow.sql', '009_probe_claimed.sql', '010_log_bound.sql', '011_misconfigured.sql', '012_batch_split.sql', '013_admin_tokens.sql', '014_variable_updated.sql'])
+      await empty.pool.query(
+        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+      )
+      expect(await migrate(empty.pool)).toEqual([
+        '001_init.sql',
+        '002_dispatch_progress.sql',
+        '003_target_health.sql',
+        '004_event_first_failure.sql',
+        '005_project_ids_and_order.sql',
+        '006_entity_order.sql',
+        '007_target_hold.sql',
+        '008_target_flow.sql',
+        '009_probe_claimed.sql',
+        '010_log_bound.sql',
+        '011_misconfigured.sql',
+        '012_batch_split.sql',
+        '013_admin_tokens.sql',
+        '014_variable_updated.sql',
+      ])
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
       await empty.drop()
@@ -40,7 +72,9 @@ describe('migrations', () => {
     const empty = await freshDatabase()
     try {
       for (const f of (await readdir(MIGRATIONS)).filter(f => f < '005')) await copyFile(join(MIGRATIONS, f), join(before, f))
-      await empty.pool.query('DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state')
+      await empty.pool.query(
+        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+      )
       expect(await migrate(empty.pool, `${before}/`)).toHaveLength(4)
       // Two rows in every state, created in a known order (the due ones out of id order on purpose).
       await empty.pool.query(`
@@ -50,8 +84,12 @@ describe('migrations', () => {
                CASE WHEN s.state IN ('succeed', 'failed', 'stopped') THEN now() END
         FROM unnest(enum_range(NULL::actions_event_state)) WITH ORDINALITY AS s(state, k), generate_series(1, 2) AS g(n),
              LATERAL (SELECT (k * 10 + g.n)::int AS i) o`)
-      const read = async () => (await empty.pool.query<{ id: string; project: string; state: string; payload: unknown; seq: string | null }>(
-        `SELECT id, project, state, payload, ${'seq'} FROM actions_event ORDER BY created_at`)).rows
+      const read = async () =>
+        (
+          await empty.pool.query<{ id: string; project: string; state: string; payload: unknown; seq: string | null }>(
+            `SELECT id, project, state, payload, ${'seq'} FROM actions_event ORDER BY created_at`,
+          )
+        ).rows
       const stored = (await empty.pool.query('SELECT id, project, state, payload FROM actions_event ORDER BY created_at')).rows
       expect(stored).toHaveLength(12)
       expect(await migrate(empty.pool)).toEqual((await readdir(MIGRATIONS)).filter(f => f >= '005').sort())
@@ -63,12 +101,26 @@ describe('migrations', () => {
       expect(after.filter(r => !due.includes(r)).every(r => r.seq === null)).toBe(true)
       // The key is (id, project) now: the same id in another project is another event; new events continue the numbering.
       const id = after[0]!.id
-      await empty.pool.query(`INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
-        VALUES ($1, 'q', gen_random_uuid(), 1, 't', 'x', '{}')`, [id])
-      const { rows } = await empty.pool.query<{ project: string; seq: string }>('SELECT project, seq FROM actions_event WHERE id = $1 ORDER BY project', [id])
-      expect(rows.map(r => [r.project, Number(r.seq)])).toEqual([['p', 1], ['q', 7]])
-      await expect(empty.pool.query(`INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
-        VALUES ($1, 'q', gen_random_uuid(), 1, 't', 'x', '{}')`, [id])).rejects.toMatchObject({ code: '23505' })
+      await empty.pool.query(
+        `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
+        VALUES ($1, 'q', gen_random_uuid(), 1, 't', 'x', '{}')`,
+        [id],
+      )
+      const { rows } = await empty.pool.query<{ project: string; seq: string }>(
+        'SELECT project, seq FROM actions_event WHERE id = $1 ORDER BY project',
+        [id],
+      )
+      expect(rows.map(r => [r.project, Number(r.seq)])).toEqual([
+        ['p', 1],
+        ['q', 7],
+      ])
+      await expect(
+        empty.pool.query(
+          `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
+        VALUES ($1, 'q', gen_random_uuid(), 1, 't', 'x', '{}')`,
+          [id],
+        ),
+      ).rejects.toMatchObject({ code: '23505' })
     } finally {
       await empty.drop()
       await rm(before, { recursive: true, force: true })

@@ -31,10 +31,17 @@ describe.runIf(ready)('through PgBouncer in transaction mode', () => {
   let project = ''
   const { log } = logCapture()
   /** The functions' config through PgBouncer; `extra` over the test defaults. */
-  const config = (extra: Record<string, string> = {}) => loadConfig({
-    DATABASE_URL: through, SIGNAL_QUEUE_URL: queue.queueUrl, WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', LOG_LEVEL: 'debug',
-    DB_PREPARED_STATEMENTS: 'false', BREAKER_FAILURES: '0', LEASE_MARGIN_MS: '1000', ...extra,
-  })
+  const config = (extra: Record<string, string> = {}) =>
+    loadConfig({
+      DATABASE_URL: through,
+      SIGNAL_QUEUE_URL: queue.queueUrl,
+      WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+      LOG_LEVEL: 'debug',
+      DB_PREPARED_STATEMENTS: 'false',
+      BREAKER_FAILURES: '0',
+      LEASE_MARGIN_MS: '1000',
+      ...extra,
+    })
 
   beforeAll(async () => {
     bouncer = await startPgBouncer(inject('pgAdminUrl'))
@@ -54,7 +61,9 @@ describe.runIf(ready)('through PgBouncer in transaction mode', () => {
   beforeEach(async () => {
     project = `b${++n}`
     rx.requests.length = 0
-    rx.respond((_, res) => { res.end() })
+    rx.respond((_, res) => {
+      res.end()
+    })
     await queue.drain()
   })
 
@@ -76,14 +85,24 @@ describe.runIf(ready)('through PgBouncer in transaction mode', () => {
   })
 
   it('records a failed attempt, retries it when due, and records the success', async () => {
-    rx.respond((_, res) => { res.statusCode = 503; res.end('down') })
+    rx.respond((_, res) => {
+      res.statusCode = 503
+      res.end('down')
+    })
     await schemaFor(deps, project, { t: { url: rx.url, maxAttempts: 3, initialRepeatIntervalMs: 200 } })
     const [id = ''] = await enqueueMany(deps, project, 'to_t', 1)
     expect(await drainProject(deps, project, FOREVER)).toMatchObject({ succeeded: 0, retried: 1 })
-    expect((await states(deps, project)).get(id)).toMatchObject({ state: 'retrying', num_retries: 1, log: [expect.objectContaining({ ok: false })] })
-    rx.respond((_, res) => { res.end() })
+    expect((await states(deps, project)).get(id)).toMatchObject({
+      state: 'retrying',
+      num_retries: 1,
+      log: [expect.objectContaining({ ok: false })],
+    })
+    rx.respond((_, res) => {
+      res.end()
+    })
     for (let i = 0; i < 100; i++) {
-      if ((await deps.db.query<{ due: boolean }>('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0]?.due) break
+      if ((await deps.db.query<{ due: boolean }>('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0]?.due)
+        break
       await new Promise(r => setTimeout(r, 20))
     }
     expect(await drainProject(deps, project, FOREVER)).toMatchObject({ succeeded: 1, retried: 0 })
@@ -121,13 +140,21 @@ describe.runIf(ready)('through PgBouncer in transaction mode', () => {
     await admin.connect()
     try {
       const started = Date.now()
-      const alone = await bounded.db.query('SELECT pg_sleep(30)').then(() => undefined, (e: unknown) => e)
+      const alone = await bounded.db.query('SELECT pg_sleep(30)').then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(errorCode(alone)).toBe('57014')
       expect(Date.now() - started).toBeLessThan(5_000)
-      const inTx = await withTransaction(bounded.db, c => c.query('SELECT pg_sleep(30)')).then(() => undefined, (e: unknown) => e)
+      const inTx = await withTransaction(bounded.db, c => c.query('SELECT pg_sleep(30)')).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(errorCode(inTx)).toBe('57014')
       expect((await bounded.db.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).toBe(1)
-      const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' AND state = 'active'`)
+      const { rows } = await admin.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' AND state = 'active'`,
+      )
       expect(rows[0]?.n).toBe(0)
     } finally {
       await admin.end()
@@ -150,7 +177,10 @@ describe.runIf(ready)('through PgBouncer in transaction mode', () => {
     it('refuses every connection of the functions before any statement: statement_timeout in the startup packet', async () => {
       const on = createDeps(config({ DB_PREPARED_STATEMENTS: 'true' }), { sqs: queue.client, log })
       try {
-        const e = await on.db.query('SELECT 1').then(() => undefined, (err: unknown) => err)
+        const e = await on.db.query('SELECT 1').then(
+          () => undefined,
+          (err: unknown) => err,
+        )
         expect(errorCode(e)).toBe('08P01')
         expect(String(e)).toMatch(/unsupported startup parameter: statement_timeout/)
       } finally {
@@ -163,7 +193,10 @@ describe.runIf(ready)('through PgBouncer in transaction mode', () => {
       const named = createDeps(config({ DB_PREPARED_STATEMENTS: 'true' }), { sqs: queue.client, log, db: createPool(through, 1) })
       try {
         await enqueueMany(named, project, 'to_t', 1)
-        const e = await enqueueMany(named, project, 'to_t', 1, 1).then(() => undefined, (err: unknown) => err)
+        const e = await enqueueMany(named, project, 'to_t', 1, 1).then(
+          () => undefined,
+          (err: unknown) => err,
+        )
         expect(errorCode(e)).toBe('26000')
         // The enqueue's first named statement, prepared on the previous transaction's server.
         expect(String(e)).toMatch(/prepared statement "actions_\w+" does not exist/)

@@ -17,7 +17,10 @@ describe('a pool with a statement timeout', () => {
   it('cancels a statement that runs longer than the bound', async () => {
     const pool = createPool(db.url, 1, { statementTimeoutMs: 300 })
     try {
-      const error = await pool.query('SELECT pg_sleep(5)').then(() => undefined, (e: unknown) => e)
+      const error = await pool.query('SELECT pg_sleep(5)').then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(sqlState(error)).toBe('57014')
       // The connection is still good for the next statement.
       expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).toBe(1)
@@ -33,7 +36,10 @@ describe('a pool with a statement timeout', () => {
     try {
       await holder.query('BEGIN')
       await holder.query(`UPDATE actions_variable SET value = 'w' WHERE project = 'p'`)
-      const error = await pool.query(`UPDATE actions_variable SET value = 'x' WHERE project = 'p'`).then(() => undefined, (e: unknown) => e)
+      const error = await pool.query(`UPDATE actions_variable SET value = 'x' WHERE project = 'p'`).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(sqlState(error)).toBe('57014')
     } finally {
       await holder.query('ROLLBACK')
@@ -53,13 +59,16 @@ describe('a pool with a statement timeout', () => {
 })
 
 describe('a pool with prepared statements off (for transaction poolers)', () => {
-  const off = (timeoutMs?: number) => createPool(db.url, 1, { preparedStatements: false, ...(timeoutMs === undefined ? {} : { statementTimeoutMs: timeoutMs }) })
+  const off = (timeoutMs?: number) =>
+    createPool(db.url, 1, { preparedStatements: false, ...(timeoutMs === undefined ? {} : { statementTimeoutMs: timeoutMs }) })
 
   it('sends no statement_timeout at startup', async () => {
     const pool = off(300)
     try {
       const { rows } = await pool.query<{ statement_timeout: string }>('SHOW statement_timeout')
-      expect(rows[0]?.statement_timeout).toBe((await db.pool.query<{ statement_timeout: string }>('SHOW statement_timeout')).rows[0]?.statement_timeout)
+      expect(rows[0]?.statement_timeout).toBe(
+        (await db.pool.query<{ statement_timeout: string }>('SHOW statement_timeout')).rows[0]?.statement_timeout,
+      )
       expect(rows[0]?.statement_timeout).not.toBe('300ms')
     } finally {
       await pool.end()
@@ -69,8 +78,10 @@ describe('a pool with prepared statements off (for transaction poolers)', () => 
   it('sends named query configs as unnamed statements, on the pool and on a checked-out client', async () => {
     const pool = off(1_000)
     try {
-      const prepared = async (q: pg.PoolClient | pg.Pool) => (await q.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]?.n
-      for (let i = 0; i < 2; i++) expect((await pool.query<{ v: number }>({ name: 'actions_probe', text: 'SELECT $1::int AS v', values: [i] })).rows[0]?.v).toBe(i)
+      const prepared = async (q: pg.PoolClient | pg.Pool) =>
+        (await q.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]?.n
+      for (let i = 0; i < 2; i++)
+        expect((await pool.query<{ v: number }>({ name: 'actions_probe', text: 'SELECT $1::int AS v', values: [i] })).rows[0]?.v).toBe(i)
       expect(await prepared(pool)).toBe(0)
       const seen = await withTransaction(pool, async client => {
         const { rows } = await client.query<{ v: string }>({ name: 'actions_probe_tx', text: 'SELECT $1::text AS v', values: ['x'] })
@@ -90,16 +101,21 @@ describe('a pool with prepared statements off (for transaction poolers)', () => 
     }
   })
 
-  it('cancels a statement that runs longer than the bound, from the client, with the server timeout\'s SQLSTATE', async () => {
+  it("cancels a statement that runs longer than the bound, from the client, with the server timeout's SQLSTATE", async () => {
     const pool = off(300)
     try {
       const started = Date.now()
-      const error = await pool.query('SELECT pg_sleep(5)').then(() => undefined, (e: unknown) => e)
+      const error = await pool.query('SELECT pg_sleep(5)').then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(sqlState(error)).toBe('57014')
       expect(Date.now() - started).toBeLessThan(3_000)
       expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).toBe(1)
       // No statement is left running on the server.
-      const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' AND state = 'active'`)
+      const { rows } = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' AND state = 'active'`,
+      )
       expect(rows[0]?.n).toBe(0)
     } finally {
       await pool.end()
@@ -113,7 +129,10 @@ describe('a pool with prepared statements off (for transaction poolers)', () => 
     try {
       await holder.query('BEGIN')
       await holder.query(`UPDATE actions_variable SET value = 'w' WHERE project = 'q'`)
-      const error = await withTransaction(pool, c => c.query(`UPDATE actions_variable SET value = 'x' WHERE project = 'q'`)).then(() => undefined, (e: unknown) => e)
+      const error = await withTransaction(pool, c => c.query(`UPDATE actions_variable SET value = 'x' WHERE project = 'q'`)).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(sqlState(error)).toBe('57014')
     } finally {
       await holder.query('ROLLBACK')
@@ -134,7 +153,9 @@ describe('a pool with prepared statements off (for transaction poolers)', () => 
       try {
         await client.query('SELECT pg_sleep(0.2)')
         const viaCallback = await new Promise<number | undefined>((resolve, reject) => {
-          client.query<{ one: number }>('SELECT 1 AS one', (err: Error | undefined, res: pg.QueryResult<{ one: number }>) => (err ? reject(err) : resolve(res.rows[0]?.one)))
+          client.query<{ one: number }>('SELECT 1 AS one', (err: Error | undefined, res: pg.QueryResult<{ one: number }>) =>
+            err ? reject(err) : resolve(res.rows[0]?.one),
+          )
         })
         expect(viaCallback).toBe(1)
         // The timers of the statements above are cleared: a wait past their bound cancels nothing.
@@ -149,10 +170,24 @@ describe('a pool with prepared statements off (for transaction poolers)', () => 
   })
 
   it('is what the functions get with DB_PREPARED_STATEMENTS=false', async () => {
-    const deps = createDeps(loadConfig({ DATABASE_URL: db.url, SIGNAL_QUEUE_URL: 'http://127.0.0.1:9/q', DB_STATEMENT_TIMEOUT_MS: '300', DB_PREPARED_STATEMENTS: 'false' }))
+    const deps = createDeps(
+      loadConfig({
+        DATABASE_URL: db.url,
+        SIGNAL_QUEUE_URL: 'http://127.0.0.1:9/q',
+        DB_STATEMENT_TIMEOUT_MS: '300',
+        DB_PREPARED_STATEMENTS: 'false',
+      }),
+    )
     try {
       expect((await deps.db.query<{ statement_timeout: string }>('SHOW statement_timeout')).rows[0]?.statement_timeout).not.toBe('300ms')
-      expect(sqlState(await deps.db.query('SELECT pg_sleep(5)').then(() => undefined, (e: unknown) => e))).toBe('57014')
+      expect(
+        sqlState(
+          await deps.db.query('SELECT pg_sleep(5)').then(
+            () => undefined,
+            (e: unknown) => e,
+          ),
+        ),
+      ).toBe('57014')
     } finally {
       await closeDeps(deps)
     }

@@ -30,19 +30,38 @@ const TARGETS = Object.keys(HEALTH)
 async function setUp(project: string): Promise<AttemptRecord[]> {
   await db.pool.query(
     `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
-     SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, t, 'x', '{}'::jsonb FROM unnest($2::text[]) AS t, generate_series(1, 2)`, [project, TARGETS])
-  const { batches } = await claimBatches(db.pool, project, TARGETS.map(name => ({ name, batchSize: 2, leaseMs: 60_000, maxBatches: 1 })), TARGETS.length,
-    { waiting: [], budgetBytes: 64e6, atLeastOne: true })
+     SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, t, 'x', '{}'::jsonb FROM unnest($2::text[]) AS t, generate_series(1, 2)`,
+    [project, TARGETS],
+  )
+  const { batches } = await claimBatches(
+    db.pool,
+    project,
+    TARGETS.map(name => ({ name, batchSize: 2, leaseMs: 60_000, maxBatches: 1 })),
+    TARGETS.length,
+    { waiting: [], budgetBytes: 64e6, atLeastOne: true },
+  )
   // The health each target came to while its events were out for delivery.
   for (const [target, values] of Object.entries(HEALTH)) {
     if (!values) continue
-    await db.pool.query(`INSERT INTO actions_target_health (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms)
-      VALUES ($1, $2, ${values})`, [project, target])
+    await db.pool.query(
+      `INSERT INTO actions_target_health (project, target, consecutive_failures, failing_since, paused_at, paused_reason, probe_at, probe_interval_ms)
+      VALUES ($1, $2, ${values})`,
+      [project, target],
+    )
   }
-  return batches.flatMap(b => b.events.map(e => ({
-    id: e.id, lease: b.target === 'fenced' ? '2000-01-01 00:00:00+00' : e.lease, project, target: b.target, attempts: e.num_retries,
-    outcome: { ok: true as const, code: 200 }, durationMs: 5, maxAttempts: 3, initialRepeatIntervalMs: 1_000,
-  })))
+  return batches.flatMap(b =>
+    b.events.map(e => ({
+      id: e.id,
+      lease: b.target === 'fenced' ? '2000-01-01 00:00:00+00' : e.lease,
+      project,
+      target: b.target,
+      attempts: e.num_retries,
+      outcome: { ok: true as const, code: 200 },
+      durationMs: 5,
+      maxAttempts: 3,
+      initialRepeatIntervalMs: 1_000,
+    })),
+  )
 }
 
 /** What a record left of a project: its events and health rows, times as whether they are set or how they compare to now. */
@@ -50,11 +69,15 @@ async function state(project: string) {
   const events = await db.pool.query(
     `SELECT target, state::text, num_retries, log, resolved_at IS NOT NULL AS resolved, first_failed_at IS NULL AS unfailed,
             visible_at > now() AS leased, last_state_change >= now() - interval '1 minute' AS changed
-     FROM actions_event WHERE project = $1 ORDER BY target, state, num_retries`, [project])
+     FROM actions_event WHERE project = $1 ORDER BY target, state, num_retries`,
+    [project],
+  )
   const health = await db.pool.query(
     `SELECT target, consecutive_failures, failing_since IS NOT NULL AS failing, paused_at IS NOT NULL AS paused, paused_reason,
             probe_at IS NOT NULL AS probing, probe_interval_ms
-     FROM actions_target_health WHERE project = $1 ORDER BY target`, [project])
+     FROM actions_target_health WHERE project = $1 ORDER BY target`,
+    [project],
+  )
   const progress = await db.pool.query('SELECT count(*)::int AS n FROM actions_dispatch_progress WHERE project = $1', [project])
   return { events: events.rows, health: health.rows, progress: progress.rows[0]?.n }
 }
@@ -68,12 +91,25 @@ describe('recording outcomes that are all successes', () => {
     // One failure of another target sends the same successes through the general statement.
     await db.pool.query(`INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
       VALUES (gen_random_uuid(), 'general', gen_random_uuid(), 1, 'z', 'x', '{}'::jsonb)`)
-    const [z] = (await claimBatches(db.pool, 'general', [{ name: 'z', batchSize: 1, leaseMs: 60_000, maxBatches: 1 }], 1, { waiting: [], budgetBytes: 64e6, atLeastOne: true })).batches
+    const [z] = (
+      await claimBatches(db.pool, 'general', [{ name: 'z', batchSize: 1, leaseMs: 60_000, maxBatches: 1 }], 1, {
+        waiting: [],
+        budgetBytes: 64e6,
+        atLeastOne: true,
+      })
+    ).batches
     const zEvent = z?.events[0]
     if (!zEvent) throw new Error('z claimed')
     const failure: AttemptRecord = {
-      id: zEvent.id, lease: zEvent.lease, project: 'general', target: 'z', attempts: 0,
-      outcome: { ok: false, code: 500, errorMessage: 'no' }, durationMs: 5, maxAttempts: 3, initialRepeatIntervalMs: 1_000,
+      id: zEvent.id,
+      lease: zEvent.lease,
+      project: 'general',
+      target: 'z',
+      attempts: 0,
+      outcome: { ok: false, code: 500, errorMessage: 'no' },
+      durationMs: 5,
+      maxAttempts: 3,
+      initialRepeatIntervalMs: 1_000,
     }
 
     statements.reset()
@@ -92,10 +128,16 @@ describe('recording outcomes that are all successes', () => {
     expect(expected.progress).toBe(1)
     // And what that is: every delivered event succeed with its attempt counted, the fenced ones untouched;
     // failing runs reset, the pause for failures lifted (and said), the other pauses kept.
-    expect(after.events.filter(e => e.target !== 'fenced').every(e => e.state === 'succeed' && e.num_retries === 1 && e.resolved && e.unfailed)).toBe(true)
+    expect(
+      after.events.filter(e => e.target !== 'fenced').every(e => e.state === 'succeed' && e.num_retries === 1 && e.resolved && e.unfailed),
+    ).toBe(true)
     expect(after.events.filter(e => e.target === 'fenced').map(e => e.state)).toEqual(['processing', 'processing'])
     expect(after.health.map(h => [h.target, h.consecutive_failures, h.failing, h.paused_reason])).toEqual([
-      ['failing', 0, false, null], ['fenced', 0, false, null], ['gone', 0, false, 'gone'], ['operator', 0, false, 'operator'], ['paused', 0, false, null],
+      ['failing', 0, false, null],
+      ['fenced', 0, false, null],
+      ['gone', 0, false, 'gone'],
+      ['operator', 0, false, 'operator'],
+      ['paused', 0, false, null],
     ])
     expect(leanRows.filter(r => r.target_resumed).map(r => r.target)).toEqual(['paused', 'paused'])
     expect(leanRows.every(r => !r.held && r.target_paused === null)).toBe(true)

@@ -13,16 +13,39 @@ beforeAll(async () => {
     INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb FROM generate_series(1, 20000)`)
   await db.pool.query('VACUUM ANALYZE actions_event')
-  const { rows } = await db.pool.query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
+  const { rows } = await db.pool
+    .query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
     WHERE id IN (SELECT id FROM actions_event LIMIT 350) RETURNING id, visible_at`)
   ids = rows.map(r => r.id)
   leases = rows.map(r => r.visible_at)
 }, 60_000)
 
 // Every outcome a success of target t (the breaker's inputs: project, target, code, batch, attempts, no Retry-After).
-const recordParams = () => [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12,
-  ids.map(() => 'p'), ids.map(() => 't'), ids.map(() => 200), ids.map((_, i) => i), ids.map(() => 0), ids.map(() => null), ids.map(() => null),
-  3_600_000, 5, 30_000, 900_000, 0, true, ids.map(() => null), ids.map(() => null), ids.map(() => null)]
+const recordParams = () => [
+  ids,
+  leases,
+  ids.map(() => true),
+  ids.map(() => null),
+  ids.map(() => 10),
+  ids.map(() => 5000),
+  1e12,
+  ids.map(() => 'p'),
+  ids.map(() => 't'),
+  ids.map(() => 200),
+  ids.map((_, i) => i),
+  ids.map(() => 0),
+  ids.map(() => null),
+  ids.map(() => null),
+  3_600_000,
+  5,
+  30_000,
+  900_000,
+  0,
+  true,
+  ids.map(() => null),
+  ids.map(() => null),
+  ids.map(() => null),
+]
 
 async function plan(sql: string, params: unknown[]): Promise<string> {
   const { rows } = await db.pool.query(`EXPLAIN ${sql}`, params)

@@ -52,17 +52,43 @@ describe('sweeper and claim statements at scale', () => {
 
   it('record and release outcomes by primary key while statistics say nothing is claimed', async () => {
     // Statistics were gathered above; claim some rows now, as a drain does between two ANALYZE runs.
-    const { rows } = await db.pool.query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
+    const { rows } = await db.pool
+      .query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
       WHERE id IN (SELECT id FROM actions_event WHERE state = 'created' LIMIT 350) RETURNING id, visible_at, project`)
     const ids = rows.map(r => r.id)
     const projects = rows.map(r => r.project)
     const leases = rows.map(r => r.visible_at)
     for (const [sql, params] of [
-      [RECORD_SQL, [ids, leases, ids.map(() => true), ids.map(() => null), ids.map(() => 10), ids.map(() => 5000), 1e12,
-        // The breaker's inputs: project, target, code, batch, attempts, Retry-After (none).
-        projects, ids.map(() => 't'), ids.map(() => 200), ids.map((_, i) => i), ids.map(() => 0), ids.map(() => null), ids.map(() => null),
-        // Its settings, and the dispatch progress the statement also writes.
-        3_600_000, 5, 30_000, 900_000, 0, true, ids.map(() => null), ids.map(() => null), ids.map(() => null)]],
+      [
+        RECORD_SQL,
+        [
+          ids,
+          leases,
+          ids.map(() => true),
+          ids.map(() => null),
+          ids.map(() => 10),
+          ids.map(() => 5000),
+          1e12,
+          // The breaker's inputs: project, target, code, batch, attempts, Retry-After (none).
+          projects,
+          ids.map(() => 't'),
+          ids.map(() => 200),
+          ids.map((_, i) => i),
+          ids.map(() => 0),
+          ids.map(() => null),
+          ids.map(() => null),
+          // Its settings, and the dispatch progress the statement also writes.
+          3_600_000,
+          5,
+          30_000,
+          900_000,
+          0,
+          true,
+          ids.map(() => null),
+          ids.map(() => null),
+          ids.map(() => null),
+        ],
+      ],
       [RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true, projects]],
       [RELEASE_SQL, [ids, leases, 'p1']],
     ] as const) {

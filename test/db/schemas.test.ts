@@ -41,7 +41,9 @@ describe('the current schema, as every drain and enqueue reads it', () => {
     const hook = current?.schema.targets.hook
     expect(hook).toBeDefined()
     expect(Object.isFrozen(current?.schema)).toBe(true)
-    expect(() => { Object.assign(hook ?? {}, { url: 'http://127.0.0.1/changed' }) }).toThrow(TypeError)
+    expect(() => {
+      Object.assign(hook ?? {}, { url: 'http://127.0.0.1/changed' })
+    }).toThrow(TypeError)
   })
 })
 

@@ -13,8 +13,12 @@ const PASSWORD = 'tls-test-s3cret'
 const ready = haveOpenssl()
 let server: TlsPostgres
 
-beforeAll(async () => { if (ready) server = await startTlsPostgres() })
-afterAll(async () => { await server?.stop() })
+beforeAll(async () => {
+  if (ready) server = await startTlsPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
 
 const url = (host: string, query = '') => `postgres://postgres:${PASSWORD}@${host}:${server.port}/postgres${query}`
 
@@ -29,11 +33,17 @@ async function usesTls(connectionString: string, settings: PoolSettings): Promis
   }
 }
 
-const failure = (p: Promise<unknown>) => p.then(() => { throw new Error('connected, but should not have') }, (e: unknown) => e)
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => {
+      throw new Error('connected, but should not have')
+    },
+    (e: unknown) => e,
+  )
 
 /** No part of what an operator sees of the error names the URL or its password. */
 function expectNoSecrets(e: unknown) {
-  const seen = [formatError(e), String(e), e instanceof Error ? e.stack ?? '' : ''].join('\n')
+  const seen = [formatError(e), String(e), e instanceof Error ? (e.stack ?? '') : ''].join('\n')
   expect(seen).not.toContain(PASSWORD)
   expect(seen).not.toContain('postgres://')
 }
@@ -76,7 +86,14 @@ describe.runIf(ready)('DATABASE_CA: TLS with verify-full against a cluster whose
 
   it('applies to the functions (createDeps) with prepared statements on or off', async () => {
     for (const prepared of ['true', 'false']) {
-      const deps = createDeps(loadConfig({ DATABASE_URL: url('localhost'), SIGNAL_QUEUE_URL: 'http://127.0.0.1:9/q', DATABASE_CA: server.caFile, DB_PREPARED_STATEMENTS: prepared }))
+      const deps = createDeps(
+        loadConfig({
+          DATABASE_URL: url('localhost'),
+          SIGNAL_QUEUE_URL: 'http://127.0.0.1:9/q',
+          DATABASE_CA: server.caFile,
+          DB_PREPARED_STATEMENTS: prepared,
+        }),
+      )
       try {
         expect((await deps.db.query<{ ssl: boolean }>('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()')).rows[0]?.ssl).toBe(true)
       } finally {
@@ -86,7 +103,15 @@ describe.runIf(ready)('DATABASE_CA: TLS with verify-full against a cluster whose
   })
 
   it('cuts a stuck statement with the switch off: the cancel request reaches a server that takes TLS', async () => {
-    const deps = createDeps(loadConfig({ DATABASE_URL: url('localhost'), SIGNAL_QUEUE_URL: 'http://127.0.0.1:9/q', DATABASE_CA: server.caFile, DB_PREPARED_STATEMENTS: 'false', DB_STATEMENT_TIMEOUT_MS: '300' }))
+    const deps = createDeps(
+      loadConfig({
+        DATABASE_URL: url('localhost'),
+        SIGNAL_QUEUE_URL: 'http://127.0.0.1:9/q',
+        DATABASE_CA: server.caFile,
+        DB_PREPARED_STATEMENTS: 'false',
+        DB_STATEMENT_TIMEOUT_MS: '300',
+      }),
+    )
     try {
       expect(errorCode(await failure(deps.db.query('SELECT pg_sleep(5)')))).toBe('57014')
     } finally {
@@ -101,7 +126,10 @@ describe.runIf(ready)('DATABASE_CA: TLS with verify-full against a cluster whose
     expect(without.err).toMatch(/unable to verify the first certificate/)
     expect(without.err).not.toContain(PASSWORD)
     const missing = await runCli({ DATABASE_URL: url('localhost'), DATABASE_CA: '/nonexistent/ca.pem' }, ['migrate'])
-    expect(missing).toMatchObject({ code: 2, err: expect.stringMatching(/DATABASE_CA: cannot read the CA file \/nonexistent\/ca\.pem \(ENOENT\)/) })
+    expect(missing).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/DATABASE_CA: cannot read the CA file \/nonexistent\/ca\.pem \(ENOENT\)/),
+    })
   })
 })
 

@@ -15,15 +15,25 @@ const LARGE_BODY_CHARS = 1 << 20
 
 let db: pg.Pool
 // The run's Postgres (DATABASE_URL or the embedded one the harness started): only its jsonb text is used.
-beforeAll(() => { db = new pg.Pool({ connectionString: inject('pgAdminUrl'), max: 1 }) })
-afterAll(async () => { await db.end() })
+beforeAll(() => {
+  db = new pg.Pool({ connectionString: inject('pgAdminUrl'), max: 1 })
+})
+afterAll(async () => {
+  await db.end()
+})
 
 const PAYLOADS: Array<[string, string]> = [
   ['empty', '{}'],
   ['flat', '{"operation":"create","entity":"Article","id":1,"values":{"title":"Article 1"}}'],
-  ['unicode and escapes', '{"t":"žluťoučký kůň 🐎 \\u2028 \\u00e9 \\" \\\\ \\/ \\n\\t\\r\\b\\f \\u0001 \\u001f ,: {[","\\"k\\\\":"a\\\\\\"b"}'],
+  [
+    'unicode and escapes',
+    '{"t":"žluťoučký kůň 🐎 \\u2028 \\u00e9 \\" \\\\ \\/ \\n\\t\\r\\b\\f \\u0001 \\u001f ,: {[","\\"k\\\\":"a\\\\\\"b"}',
+  ],
   ['nested', '{"values":{"a":{"b":[1,{"c":[],"d":{}},[[]],"x, y: z"]},"list":[true,false,null]},"op":"update"}'],
-  ['numbers', '{"a":1.5,"b":-0,"c":1e21,"d":1.5e-7,"e":12345678901234567890,"f":0.1,"g":-12,"h":1.0,"i":100,"j":1e400,"k":[1e-7, 2.50, 9007199254740993]}'],
+  [
+    'numbers',
+    '{"a":1.5,"b":-0,"c":1e21,"d":1.5e-7,"e":12345678901234567890,"f":0.1,"g":-12,"h":1.0,"i":100,"j":1e400,"k":[1e-7, 2.50, 9007199254740993]}',
+  ],
   ['a meta key', '{"meta":{"mine":true},"id":2,"z":1}'],
   ['a nested meta key', '{"values":{"meta":1},"id":3}'],
   ['integer-like keys', '{"b":1,"10":2,"2":3,"a":{"7":1,"x":2,"11":3}}'],
@@ -44,9 +54,18 @@ async function claimed(json: string, i: number): Promise<{ row: ClaimedEvent; pa
   const r = rows[0]
   if (!r) throw new Error('no row')
   const row: ClaimedEvent = {
-    id: `0f8fad5b-d9cb-469f-a165-70867728950${i % 10}`, transaction_id: '7f1b6a8e-3b1c-4a55-9d63-0c3f1d2e4a10', num_retries: i,
-    target: 'hook "x"', trigger: 'to_t', identity_id: null, ip_address: '10.0.0.1', user_agent: 'Mozilla/5.0 "quoted" ž',
-    lease: '2024-03-01 00:00:00+00', created_at: jsDateText(r.created_text), last_state_change: jsDateText(r.created_text), payload: r.text,
+    id: `0f8fad5b-d9cb-469f-a165-70867728950${i % 10}`,
+    transaction_id: '7f1b6a8e-3b1c-4a55-9d63-0c3f1d2e4a10',
+    num_retries: i,
+    target: 'hook "x"',
+    trigger: 'to_t',
+    identity_id: null,
+    ip_address: '10.0.0.1',
+    user_agent: 'Mozilla/5.0 "quoted" ž',
+    lease: '2024-03-01 00:00:00+00',
+    created_at: jsDateText(r.created_text),
+    last_state_change: jsDateText(r.created_text),
+    payload: r.text,
   }
   return { row, parsed: r.parsed, createdAt: r.created, changedAt: r.created }
 }
@@ -55,8 +74,16 @@ async function claimed(json: string, i: number): Promise<{ row: ClaimedEvent; pa
 function oldShape({ row, parsed, createdAt, changedAt }: Awaited<ReturnType<typeof claimed>>) {
   return {
     meta: {
-      eventId: row.id, transactionId: row.transaction_id, identityId: row.identity_id, ipAddress: row.ip_address, userAgent: row.user_agent,
-      createdAt, lastStateChange: changedAt, numRetries: row.num_retries, trigger: row.trigger, target: row.target,
+      eventId: row.id,
+      transactionId: row.transaction_id,
+      identityId: row.identity_id,
+      ipAddress: row.ip_address,
+      userAgent: row.user_agent,
+      createdAt,
+      lastStateChange: changedAt,
+      numRetries: row.num_retries,
+      trigger: row.trigger,
+      target: row.target,
     },
     ...(parsed as object),
   }
@@ -65,10 +92,13 @@ function oldShape({ row, parsed, createdAt, changedAt }: Awaited<ReturnType<type
 const target = (t: Partial<WebhookTarget>): WebhookTarget => ({ type: 'webhook', name: 'hook', url: 'http://x', ...t })
 
 describe('the spliced request body', () => {
-  it.each(PAYLOADS.map(([name, json], i) => [name, json, i] as const))('is byte for byte JSON.stringify of { meta, ...payload } for %s', async (_, json, i) => {
-    const event = await claimed(json, i)
-    expect(requestBodyText(target({}), [event.row])).toBe(`{"events":[${JSON.stringify(oldShape(event))}]}`)
-  })
+  it.each(PAYLOADS.map(([name, json], i) => [name, json, i] as const))(
+    'is byte for byte JSON.stringify of { meta, ...payload } for %s',
+    async (_, json, i) => {
+      const event = await claimed(json, i)
+      expect(requestBodyText(target({}), [event.row])).toBe(`{"events":[${JSON.stringify(oldShape(event))}]}`)
+    },
+  )
 
   it('formats timestamps exactly as JSON.stringify writes the Date node-postgres reads', async () => {
     for (const [i] of PAYLOADS.entries()) {
@@ -78,10 +108,19 @@ describe('the spliced request body', () => {
   })
 
   it.each([
-    '2024-02-29 23:59:59.999999+00', '2024-03-01 00:00:00+00', '2024-03-01 00:00:00.5+00', '2024-03-01 00:00:00.12+00',
-    '2024-03-01 00:00:00.000001+00', '2024-03-01 00:00:00.0015+00', '2024-03-01 01:30:00.25+05:30', '0999-12-31 23:59:59.9999+00',
+    '2024-02-29 23:59:59.999999+00',
+    '2024-03-01 00:00:00+00',
+    '2024-03-01 00:00:00.5+00',
+    '2024-03-01 00:00:00.12+00',
+    '2024-03-01 00:00:00.000001+00',
+    '2024-03-01 00:00:00.0015+00',
+    '2024-03-01 01:30:00.25+05:30',
+    '0999-12-31 23:59:59.9999+00',
   ])('formats %s (Postgres drops trailing zeros of the fraction) as the Date node-postgres reads', async literal => {
-    const { rows } = await db.query<{ date: Date; text: string }>(`SELECT t AS date, ${utcText('t')} AS text FROM (SELECT $1::timestamptz AS t) x`, [literal])
+    const { rows } = await db.query<{ date: Date; text: string }>(
+      `SELECT t AS date, ${utcText('t')} AS text FROM (SELECT $1::timestamptz AS t) x`,
+      [literal],
+    )
     const r = rows[0]
     if (!r) throw new Error('no row')
     expect(jsDateText(r.text)).toBe(r.date.toISOString())
@@ -97,21 +136,34 @@ describe('the spliced request body', () => {
     ['an empty payloadPath', { payloadPath: [] }],
     ['a template and a path', { body: { options: 1, payload: { keep: 'x' }, z: [1] }, payloadPath: ['payload', 'json'] }],
     ['a template already holding events', { body: { data: { events: 'old', after: 1 } }, payloadPath: ['data'] }],
-    ['a template with awkward keys', { body: { '2': 'two', 'a "q"': { '__proto__': 1 } }, payloadPath: ['a "q"'] }],
+    ['a template with awkward keys', { body: { '2': 'two', 'a "q"': { __proto__: 1 } }, payloadPath: ['a "q"'] }],
   ])('builds the whole body as upstream serializes it, with %s', async (_, t) => {
     const events = await Promise.all(PAYLOADS.map(([, json], i) => claimed(json, i)))
     const tgt = target(t)
-    expect(requestBodyText(tgt, events.map(e => e.row))).toBe(upstreamBody(tgt, events.map(oldShape)))
+    expect(
+      requestBodyText(
+        tgt,
+        events.map(e => e.row),
+      ),
+    ).toBe(upstreamBody(tgt, events.map(oldShape)))
     expect(requestBodyText(tgt, [])).toBe(upstreamBody(tgt, []))
     // Once more from the target's cached template.
-    expect(requestBodyText(tgt, events.slice(0, 1).map(e => e.row))).toBe(upstreamBody(tgt, events.slice(0, 1).map(oldShape)))
+    expect(
+      requestBodyText(
+        tgt,
+        events.slice(0, 1).map(e => e.row),
+      ),
+    ).toBe(upstreamBody(tgt, events.slice(0, 1).map(oldShape)))
   })
 
   it('assembles a batch larger than LARGE_BODY_CHARS as a Buffer holding the same bytes', async () => {
     const big = await claimed(JSON.stringify({ operation: 'create', blob: 'ž'.repeat(LARGE_BODY_CHARS / 2) }), 0)
-    const events = [big, ...await Promise.all(PAYLOADS.map(([, json], i) => claimed(json, i))), big]
+    const events = [big, ...(await Promise.all(PAYLOADS.map(([, json], i) => claimed(json, i)))), big]
     const tgt = target({ body: { options: 1 }, payloadPath: ['payload'] })
-    const body = requestBodyText(tgt, events.map(e => e.row))
+    const body = requestBodyText(
+      tgt,
+      events.map(e => e.row),
+    )
     expect(Buffer.isBuffer(body)).toBe(true)
     expect(body.toString()).toBe(upstreamBody(tgt, events.map(oldShape)))
   })

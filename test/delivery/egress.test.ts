@@ -2,7 +2,14 @@ import { Agent, buildConnector } from 'undici'
 import { afterAll, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../lib/config.js'
 import { setVariables } from '../../lib/db/variables.js'
-import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE, egressDecision, guardedConnector, parseNetworks, type Network } from '../../lib/delivery/egress.js'
+import {
+  DESTINATION_NOT_ALLOWED,
+  DESTINATION_NOT_ALLOWED_CODE,
+  egressDecision,
+  guardedConnector,
+  parseNetworks,
+  type Network,
+} from '../../lib/delivery/egress.js'
 import { closeDeps, createDeps, type Deps } from '../../lib/deps.js'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { enqueueMany, schemaFor, states } from '../helpers/events.js'
@@ -16,17 +23,63 @@ const refused = { name: 'DestinationNotAllowedError', code: DESTINATION_NOT_ALLO
 
 describe('the guard decision', () => {
   it.each([
-    '127.0.0.1', '127.8.9.10', '::1', '[::1]', '::ffff:127.0.0.1', '::ffff:7f00:1', '169.254.169.254', '10.0.0.1', '172.16.5.4',
-    '172.31.255.255', '192.168.1.1', '100.64.0.1', '100.127.255.254', '0.0.0.0', '::', '224.0.0.1', '239.255.255.250',
-    '255.255.255.255', '240.0.0.1', '192.0.2.1', '198.51.100.7', '203.0.113.9', '198.18.0.1', '198.19.255.1', '192.0.0.8',
-    '2001:db8::1', 'fc00::1', 'fd12:3456::1', 'fe80::1', 'fe80::1%eth0', 'ff02::1', '::ffff:10.0.0.1', '::ffff:169.254.169.254',
-    '64:ff9b::a9fe:a9fe', '64:ff9b::127.0.0.1', '2002:7f00:1::1', '2002:a00:1::1', '2002:a9fe:a9fe::', '2001::1', '64:ff9b:1::1',
-    'not-an-address', '',
+    '127.0.0.1',
+    '127.8.9.10',
+    '::1',
+    '[::1]',
+    '::ffff:127.0.0.1',
+    '::ffff:7f00:1',
+    '169.254.169.254',
+    '10.0.0.1',
+    '172.16.5.4',
+    '172.31.255.255',
+    '192.168.1.1',
+    '100.64.0.1',
+    '100.127.255.254',
+    '0.0.0.0',
+    '::',
+    '224.0.0.1',
+    '239.255.255.250',
+    '255.255.255.255',
+    '240.0.0.1',
+    '192.0.2.1',
+    '198.51.100.7',
+    '203.0.113.9',
+    '198.18.0.1',
+    '198.19.255.1',
+    '192.0.0.8',
+    '2001:db8::1',
+    'fc00::1',
+    'fd12:3456::1',
+    'fe80::1',
+    'fe80::1%eth0',
+    'ff02::1',
+    '::ffff:10.0.0.1',
+    '::ffff:169.254.169.254',
+    '64:ff9b::a9fe:a9fe',
+    '64:ff9b::127.0.0.1',
+    '2002:7f00:1::1',
+    '2002:a00:1::1',
+    '2002:a9fe:a9fe::',
+    '2001::1',
+    '64:ff9b:1::1',
+    'not-an-address',
+    '',
   ])('refuses %s', address => {
     expect(isAllowedAddress(address, none)).toBe(false)
   })
 
-  it.each(['8.8.8.8', '1.1.1.1', '93.184.216.34', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1'])('allows the public address %s', address => {
+  it.each([
+    '8.8.8.8',
+    '1.1.1.1',
+    '93.184.216.34',
+    '172.32.0.1',
+    '100.128.0.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.8.8',
+    '64:ff9b::808:808',
+    '2002:808:808::1',
+  ])('allows the public address %s', address => {
     expect(isAllowedAddress(address, none)).toBe(true)
   })
 
@@ -48,7 +101,13 @@ describe('the guard decision', () => {
   })
 
   it('fails the cold start on a bad WEBHOOK_ALLOWED_NETWORKS, naming the key and not the value', () => {
-    const err = (() => { try { loadConfig({ DATABASE_URL: 'postgres://x/y', SIGNAL_QUEUE_URL: 'http://q/1', WEBHOOK_ALLOWED_NETWORKS: '10.0.0.0/8 secret-ish' }) } catch (e) { return e } })()
+    const err = (() => {
+      try {
+        loadConfig({ DATABASE_URL: 'postgres://x/y', SIGNAL_QUEUE_URL: 'http://q/1', WEBHOOK_ALLOWED_NETWORKS: '10.0.0.0/8 secret-ish' })
+      } catch (e) {
+        return e
+      }
+    })()
     expect(err).toBeInstanceOf(ConfigError)
     expect(String(err)).toMatch(/WEBHOOK_ALLOWED_NETWORKS: expected CIDR ranges.*entry 2/)
     expect(String(err)).not.toContain('secret-ish')
@@ -77,12 +136,24 @@ describe('the guard decision at the edges of each range', () => {
   })
 
   it('judges an IPv4-mapped IPv6 address as its IPv4 address, in dotted and hex spelling, at the range edges', () => {
-    expect(['::ffff:10.0.0.0', '::ffff:a00:0', '::ffff:10.255.255.255', '::ffff:aff:ffff', '[::ffff:172.31.255.255]'].some(a => isAllowedAddress(a, none))).toBe(false)
-    expect(['::ffff:9.255.255.255', '::ffff:9ff:ffff', '::ffff:11.0.0.0', '::ffff:b00:0', '::ffff:172.32.0.0'].every(a => isAllowedAddress(a, none))).toBe(true)
+    expect(
+      ['::ffff:10.0.0.0', '::ffff:a00:0', '::ffff:10.255.255.255', '::ffff:aff:ffff', '[::ffff:172.31.255.255]'].some(a =>
+        isAllowedAddress(a, none),
+      ),
+    ).toBe(false)
+    expect(
+      ['::ffff:9.255.255.255', '::ffff:9ff:ffff', '::ffff:11.0.0.0', '::ffff:b00:0', '::ffff:172.32.0.0'].every(a =>
+        isAllowedAddress(a, none),
+      ),
+    ).toBe(true)
   })
 
   it('judges NAT64 and 6to4 addresses by the IPv4 address they carry, at the range edges', () => {
-    expect(['64:ff9b::a00:0', '64:ff9b::aff:ffff', '2002:a00::', '2002:aff:ffff:ffff::', '64:ff9b::ffff:ffff', '2002:ffff:ffff::'].some(a => isAllowedAddress(a, none))).toBe(false)
+    expect(
+      ['64:ff9b::a00:0', '64:ff9b::aff:ffff', '2002:a00::', '2002:aff:ffff:ffff::', '64:ff9b::ffff:ffff', '2002:ffff:ffff::'].some(a =>
+        isAllowedAddress(a, none),
+      ),
+    ).toBe(false)
     expect(['64:ff9b::9ff:ffff', '64:ff9b::b00:0', '2002:9ff:ffff::1', '2002:b00::1'].every(a => isAllowedAddress(a, none))).toBe(true)
   })
 
@@ -118,14 +189,22 @@ function tripwire() {
 }
 
 function connectVia(connector: buildConnector.connector, hostname: string): Promise<Error | null> {
-  return new Promise(resolve => connector({ hostname, host: `${hostname}:443`, protocol: 'https:', port: '443' }, (...args) => resolve(args[0])))
+  return new Promise(resolve =>
+    connector({ hostname, host: `${hostname}:443`, protocol: 'https:', port: '443' }, (...args) => resolve(args[0])),
+  )
 }
 
 describe('the connector', () => {
   it('refuses a blocked IP literal before any socket is opened', async () => {
     const wire = tripwire()
     const lookups: string[] = []
-    const connector = guardedConnector(none, { connect: wire.connect, lookup: async h => { lookups.push(h); return [] } })
+    const connector = guardedConnector(none, {
+      connect: wire.connect,
+      lookup: async h => {
+        lookups.push(h)
+        return []
+      },
+    })
     for (const literal of ['169.254.169.254', '10.0.0.1', '127.0.0.1', '::1', '::ffff:7f00:1']) {
       const err = await connectVia(connector, literal)
       expect(err).toMatchObject(refused)
@@ -160,7 +239,13 @@ describe('deliveries through the guard', () => {
   })
   /** The runtime's deps with the dispatcher a cold start builds from this WEBHOOK_ALLOWED_NETWORKS. */
   const guarded = (allowed: string, http?: Agent): Deps => {
-    const d = { ...createDeps({ ...env.deps.config, WEBHOOK_ALLOWED_NETWORKS: allowed }, { db: env.deps.db, signals: env.deps.signals, metrics: env.deps.metrics, log: env.deps.log }), ...(http ? { http } : {}) }
+    const d = {
+      ...createDeps(
+        { ...env.deps.config, WEBHOOK_ALLOWED_NETWORKS: allowed },
+        { db: env.deps.db, signals: env.deps.signals, metrics: env.deps.metrics, log: env.deps.log },
+      ),
+      ...(http ? { http } : {}),
+    }
     opened.push(d)
     return d
   }
@@ -169,7 +254,7 @@ describe('deliveries through the guard', () => {
   async function attemptEach(d: Deps, urls: string[]): Promise<Array<string | undefined>> {
     await schemaFor(env.deps, env.project, Object.fromEntries(urls.map((url, i) => [`t${i}`, { url, maxAttempts: 3 }])))
     const ids: string[] = []
-    for (let i = 0; i < urls.length; i++) ids.push(...await enqueueMany(env.deps, env.project, `to_t${i}`, 1))
+    for (let i = 0; i < urls.length; i++) ids.push(...(await enqueueMany(env.deps, env.project, `to_t${i}`, 1)))
     await drainProject(d, env.project, FOREVER)
     const rows = await states(env.deps, env.project)
     return ids.map(id => {
@@ -181,7 +266,14 @@ describe('deliveries through the guard', () => {
 
   it('refuses loopback in every spelling with "Destination not allowed" when nothing is allowed, and nothing reaches the receiver', async () => {
     const logs = env.captureLogs()
-    const urls = [env.rx.url, `http://[::1]:${port()}/`, `http://[::ffff:127.0.0.1]:${port()}/`, `http://localhost:${port()}/`, `http://2130706433:${port()}/`, `http://0x7f.1:${port()}/`]
+    const urls = [
+      env.rx.url,
+      `http://[::1]:${port()}/`,
+      `http://[::ffff:127.0.0.1]:${port()}/`,
+      `http://localhost:${port()}/`,
+      `http://2130706433:${port()}/`,
+      `http://0x7f.1:${port()}/`,
+    ]
     const results = await attemptEach(guarded(''), urls).finally(() => logs.restore())
     expect(results).toEqual(urls.map(() => DESTINATION_NOT_ALLOWED))
     expect(env.rx.requests).toHaveLength(0)
@@ -192,7 +284,12 @@ describe('deliveries through the guard', () => {
   it('refuses the metadata service and private addresses, with a connector that could not open a socket anyway', async () => {
     const wire = tripwire()
     const d = guarded('', new Agent({ connect: guardedConnector([], { connect: wire.connect }) }))
-    const results = await attemptEach(d, ['http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/', 'https://[fd00::1]/', 'http://[::ffff:a9fe:a9fe]/'])
+    const results = await attemptEach(d, [
+      'http://169.254.169.254/latest/meta-data/',
+      'http://10.0.0.1/',
+      'https://[fd00::1]/',
+      'http://[::ffff:a9fe:a9fe]/',
+    ])
     expect(results).toEqual(Array(4).fill(DESTINATION_NOT_ALLOWED))
     expect(wire.calls).toEqual([])
   })
@@ -207,7 +304,11 @@ describe('deliveries through the guard', () => {
   })
 
   it('delivers to 127.0.0.1 when WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8, and still refuses what it does not name', async () => {
-    const results = await attemptEach(guarded('127.0.0.0/8'), [env.rx.url + '/ok', `http://2130706433:${port()}/decimal`, `http://[::1]:${port()}/`])
+    const results = await attemptEach(guarded('127.0.0.0/8'), [
+      env.rx.url + '/ok',
+      `http://2130706433:${port()}/decimal`,
+      `http://[::1]:${port()}/`,
+    ])
     expect(results).toEqual(['succeed', 'succeed', DESTINATION_NOT_ALLOWED])
     expect(env.rx.requests.map(r => r.path).sort()).toEqual(['/decimal', '/ok'])
     // The Host header still carries what the URL said.

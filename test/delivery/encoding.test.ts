@@ -18,13 +18,26 @@ let http: Agent
 const { log } = logCapture()
 const MiB = 1024 * 1024
 
-beforeAll(() => { http = new Agent({ keepAliveTimeout: 10_000 }) })
-afterAll(async () => { await http.close() })
+beforeAll(() => {
+  http = new Agent({ keepAliveTimeout: 10_000 })
+})
+afterAll(async () => {
+  await http.close()
+})
 
 const events: ClaimedEvent[] = [1, 2, 3].map(i => ({
-  id: `0f8fad5b-d9cb-469f-a165-70867728950${i}`, transaction_id: '7f1b6a8e-3b1c-4a55-9d63-0c3f1d2e4a10', num_retries: 0,
-  target: 'hook', trigger: 'to_hook', identity_id: null, ip_address: null, user_agent: null,
-  lease: '2024-03-01 00:00:00+00', created_at: '2024-03-01T00:00:00.000Z', last_state_change: '2024-03-01T00:00:00.000Z', payload: `{"n": ${i}}`,
+  id: `0f8fad5b-d9cb-469f-a165-70867728950${i}`,
+  transaction_id: '7f1b6a8e-3b1c-4a55-9d63-0c3f1d2e4a10',
+  num_retries: 0,
+  target: 'hook',
+  trigger: 'to_hook',
+  identity_id: null,
+  ip_address: null,
+  user_agent: null,
+  lease: '2024-03-01 00:00:00+00',
+  created_at: '2024-03-01T00:00:00.000Z',
+  last_state_change: '2024-03-01T00:00:00.000Z',
+  payload: `{"n": ${i}}`,
 }))
 
 /** Delivers the three events to the receiver (path `/hook`) as target `t` (plus options). */
@@ -78,7 +91,7 @@ describe('a reply in a content coding', () => {
       let at = 0
       const next = () => {
         if (at >= body.length) return res.end()
-        res.write(body.subarray(at, at += 3))
+        res.write(body.subarray(at, (at += 3)))
         setTimeout(next, 1)
       }
       next()
@@ -98,12 +111,27 @@ describe('a reply in a content coding', () => {
       res.writeHead(500, { 'content-type': 'text/plain', 'content-encoding': 'gzip' })
       res.end(gzipSync('the database is down'))
     })
-    for (const o of (await send()).outcomes.values()) expect(o).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'the database is down', kind: 'down', wholeBatch: true })
+    for (const o of (await send()).outcomes.values())
+      expect(o).toEqual({
+        ok: false,
+        code: 500,
+        errorMessage: 'Internal Server Error',
+        response: 'the database is down',
+        kind: 'down',
+        wholeBatch: true,
+      })
   })
 })
 
 describe('a reply that cannot be decoded', () => {
-  const invalid = (problem: string) => ({ ok: false, code: 200, errorMessage: `Invalid response: ${problem}`, response: '', kind: 'rejected', wholeBatch: true })
+  const invalid = (problem: string) => ({
+    ok: false,
+    code: 200,
+    errorMessage: `Invalid response: ${problem}`,
+    response: '',
+    kind: 'rejected',
+    wholeBatch: true,
+  })
 
   it('fails every event with "body could not be decoded" for a corrupt gzip JSON body, quoting nothing', async () => {
     const corrupt = gzipSync(failures)
@@ -173,7 +201,8 @@ describe('the read limit on a compressed reply', () => {
     const after = process.memoryUsage()
     peakRss = Math.max(peakRss, after.rss)
 
-    for (const o of outcomes.values()) expect(o).toMatchObject({ ok: false, code: 200, errorMessage: `Invalid response: body longer than ${MAX_RESPONSE_BYTES} bytes` })
+    for (const o of outcomes.values())
+      expect(o).toMatchObject({ ok: false, code: 200, errorMessage: `Invalid response: body longer than ${MAX_RESPONSE_BYTES} bytes` })
     expect(peakRss - before.rss).toBeLessThan(64 * MiB)
     expect(after.heapUsed + after.external - before.heapUsed - before.external).toBeLessThan(64 * MiB)
     // The limit is crossed in the second member; the socket closed long before the 1024th.
@@ -187,7 +216,8 @@ describe('the read limit on a compressed reply', () => {
     ['two codings', 'gzip, br', (b: Buffer) => brotliCompressSync(gzipSync(b))],
   ])('cuts an 8 MiB body at the limit in %s too', async (_, coding, encode) => {
     rx.respond(answer(encode(Buffer.alloc(8 * MiB, 'a')), { 'content-encoding': coding }))
-    for (const o of (await send()).outcomes.values()) expect(o).toMatchObject({ errorMessage: `Invalid response: body longer than ${MAX_RESPONSE_BYTES} bytes` })
+    for (const o of (await send()).outcomes.values())
+      expect(o).toMatchObject({ errorMessage: `Invalid response: body longer than ${MAX_RESPONSE_BYTES} bytes` })
   })
 
   it('reads a compressed body of exactly the limit whole', async () => {
@@ -206,7 +236,8 @@ describe('the read limit on a compressed reply', () => {
     const started = performance.now()
     const { outcomes } = await send({}, 300)
     expect(performance.now() - started).toBeLessThan(3_000)
-    for (const o of outcomes.values()) expect(o).toEqual({ ok: false, errorMessage: 'Timeout after 300 ms', kind: 'down', wholeBatch: true })
+    for (const o of outcomes.values())
+      expect(o).toEqual({ ok: false, errorMessage: 'Timeout after 300 ms', kind: 'down', wholeBatch: true })
   })
 })
 

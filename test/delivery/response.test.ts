@@ -6,18 +6,39 @@ import { redactor, REDACTED } from '../../lib/text.js'
 const ids = ['e1', 'e2', 'e3']
 const JSON_TYPE = 'application/json; charset=utf-8'
 /** `null` stands for a response without a content type. */
-const res = (status: number, body = '', contentType: string | null = JSON_TYPE, truncated = false): HttpResponse =>
-  ({ status, statusText: status === 500 ? 'Internal Server Error' : 'OK', contentType: contentType ?? undefined, body, truncated })
+const res = (status: number, body = '', contentType: string | null = JSON_TYPE, truncated = false): HttpResponse => ({
+  status,
+  statusText: status === 500 ? 'Internal Server Error' : 'OK',
+  contentType: contentType ?? undefined,
+  body,
+  truncated,
+})
 const run = (r: HttpResponse, redact?: (t: string) => string) => {
   const lines: string[] = []
-  const out = interpretResponse(r, ids, 'hook', createLogger('debug', l => { lines.push(l) }), redact)
+  const out = interpretResponse(
+    r,
+    ids,
+    'hook',
+    createLogger('debug', l => {
+      lines.push(l)
+    }),
+    redact,
+  )
   return { out: Object.fromEntries(out), logs: lines.map(l => JSON.parse(l)) }
 }
 
 describe('interpreting a webhook response', () => {
   it('fails every event on a non-2xx status, keeping the status and the response text', () => {
     const { out, logs } = run(res(500, 'boom', 'text/plain'))
-    for (const id of ids) expect(out[id]).toEqual({ ok: false, code: 500, errorMessage: 'Internal Server Error', response: 'boom', kind: 'down', wholeBatch: true })
+    for (const id of ids)
+      expect(out[id]).toEqual({
+        ok: false,
+        code: 500,
+        errorMessage: 'Internal Server Error',
+        response: 'boom',
+        kind: 'down',
+        wholeBatch: true,
+      })
     expect(logs[0]).toMatchObject({ level: 'warn', target: 'hook', status: 500, statusText: 'Internal Server Error', events: ids })
   })
 
@@ -44,7 +65,18 @@ describe('interpreting a webhook response', () => {
   })
 
   it('fails only the events the target names, with their errors, and logs their ids only', () => {
-    const { out, logs } = run(res(200, JSON.stringify({ failures: [{ eventId: 'e2', error: 'nope' }, { eventId: 'e3', note: 'extra keys in an entry are ignored' }] }), 'application/problem+json'))
+    const { out, logs } = run(
+      res(
+        200,
+        JSON.stringify({
+          failures: [
+            { eventId: 'e2', error: 'nope' },
+            { eventId: 'e3', note: 'extra keys in an entry are ignored' },
+          ],
+        }),
+        'application/problem+json',
+      ),
+    )
     expect(out).toEqual({
       e1: { ok: true, code: 200 },
       e2: { ok: false, code: 200, errorMessage: 'nope', kind: 'rejected' },
@@ -57,7 +89,8 @@ describe('interpreting a webhook response', () => {
 
   it('fails the whole batch when the target names an unknown event id, logging only the count', () => {
     const { out, logs } = run(res(200, JSON.stringify({ failures: [{ eventId: 'e1' }, { eventId: 'someone-elses' }] })))
-    for (const id of ids) expect(out[id]).toMatchObject({ ok: false, code: 200, errorMessage: 'Invalid response: undefined events IDs: someone-elses' })
+    for (const id of ids)
+      expect(out[id]).toMatchObject({ ok: false, code: 200, errorMessage: 'Invalid response: undefined events IDs: someone-elses' })
     expect(logs[0]).toMatchObject({ unknownEventIds: 1 })
     expect(JSON.stringify(logs)).not.toContain('someone-elses')
   })
@@ -73,7 +106,8 @@ describe('interpreting a webhook response', () => {
     ['JSON that does not parse', '{"failures":[{"eventId":"e1"'],
   ])('fails the whole batch with "Invalid response" on %s', (_, body) => {
     const { out, logs } = run(res(200, body))
-    for (const id of ids) expect(out[id]).toMatchObject({ ok: false, code: 200, errorMessage: expect.stringMatching(/^Invalid response: /), response: body })
+    for (const id of ids)
+      expect(out[id]).toMatchObject({ ok: false, code: 200, errorMessage: expect.stringMatching(/^Invalid response: /), response: body })
     expect(logs[0]).toMatchObject({ level: 'warn', msg: 'Webhook target returned a malformed response' })
   })
 

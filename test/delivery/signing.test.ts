@@ -28,19 +28,34 @@ const keysOf = (value: string) => {
 const webhookId = (ids: readonly string[]) => withSignature({}, keysOf(VECTOR.secret), ids, '')['webhook-id']
 
 function headersOf(req: ReceivedRequest): Record<string, string> {
-  return Object.fromEntries(Object.entries(req.headers as IncomingMessage['headers']).flatMap(([k, v]) => typeof v === 'string' ? [[k, v]] : []))
+  return Object.fromEntries(
+    Object.entries(req.headers as IncomingMessage['headers']).flatMap(([k, v]) => (typeof v === 'string' ? [[k, v]] : [])),
+  )
 }
 
 describe('signatures', () => {
   it('matches the spec test vector', () => {
     // One event: its id is the webhook-id the spec signs.
-    expect(withSignature({}, keysOf(VECTOR.secret), [VECTOR.id], VECTOR.body, VECTOR.timestamp * 1000)['webhook-signature']).toBe(VECTOR.signature)
+    expect(withSignature({}, keysOf(VECTOR.secret), [VECTOR.id], VECTOR.body, VECTOR.timestamp * 1000)['webhook-signature']).toBe(
+      VECTOR.signature,
+    )
   })
 
   it('signs once per secret, space-separated, each verifiable by the standardwebhooks package', () => {
     const [a, b] = [generateSecret(), generateSecret(24)]
-    const headers = withSignature({ 'content-type': 'application/json', 'Webhook-Id': 'forged' }, keysOf(`${a}  ${b}`), ['e1'], VECTOR.body, 1_700_000_000_999)
-    expect(headers).toEqual({ 'content-type': 'application/json', 'webhook-id': 'e1', 'webhook-timestamp': '1700000000', 'webhook-signature': expect.stringMatching(/^v1,\S+ v1,\S+$/) })
+    const headers = withSignature(
+      { 'content-type': 'application/json', 'Webhook-Id': 'forged' },
+      keysOf(`${a}  ${b}`),
+      ['e1'],
+      VECTOR.body,
+      1_700_000_000_999,
+    )
+    expect(headers).toEqual({
+      'content-type': 'application/json',
+      'webhook-id': 'e1',
+      'webhook-timestamp': '1700000000',
+      'webhook-signature': expect.stringMatching(/^v1,\S+ v1,\S+$/),
+    })
     const now = Date.now()
     const fresh = withSignature({}, keysOf(`${a} ${b}`), ['e1'], VECTOR.body, now)
     for (const secret of [a, b]) expect(new Webhook(secret).verify(VECTOR.body, { ...fresh })).toEqual({ test: 2432232314 })
@@ -94,15 +109,16 @@ describe('signed deliveries', () => {
   const env = useHarness({ config: { LEASE_MARGIN_MS: '1000' }, receiver: true, project: 's' })
 
   /** The receiver answers 200 only when every given secret verifies the request, else 401. */
-  const verifyWith = (secrets: string[]) => env.rx.respond((req, res) => {
-    try {
-      for (const s of secrets) new Webhook(s).verify(req.raw, headersOf(req))
-      res.end()
-    } catch {
-      res.statusCode = 401
-      res.end()
-    }
-  })
+  const verifyWith = (secrets: string[]) =>
+    env.rx.respond((req, res) => {
+      try {
+        for (const s of secrets) new Webhook(s).verify(req.raw, headersOf(req))
+        res.end()
+      } catch {
+        res.statusCode = 401
+        res.end()
+      }
+    })
 
   it('signs a one-event delivery that the receiver verifies, with the event id as webhook-id', async () => {
     const secret = generateSecret()
@@ -136,14 +152,25 @@ describe('signed deliveries', () => {
 
   it('fails the attempt without a request when the secret variable is missing or invalid, naming the variable only', async () => {
     await setVariables(env.deps.db, env.project, { BAD: 'whsec_c2hvcnQ=' }, 'set')
-    await schemaFor(env.deps, env.project, { missing: { url: env.rx.url, signingSecret: '{{NOPE}}' }, bad: { url: env.rx.url, signingSecret: '{{BAD}}' } })
+    await schemaFor(env.deps, env.project, {
+      missing: { url: env.rx.url, signingSecret: '{{NOPE}}' },
+      bad: { url: env.rx.url, signingSecret: '{{BAD}}' },
+    })
     const [m] = await enqueueMany(env.deps, env.project, 'to_missing', 1)
     const [b] = await enqueueMany(env.deps, env.project, 'to_bad', 1)
     const logs = env.captureLogs()
     await drainProject(env.deps, env.project, FOREVER).finally(() => logs.restore())
     const rows = await states(env.deps, env.project)
-    expect(rows.get(m ?? '')?.log).toEqual([{ ok: false, errorMessage: 'Undefined signing secret variable NOPE', durationMs: expect.any(Number) }])
-    expect(rows.get(b ?? '')?.log).toEqual([{ ok: false, errorMessage: expect.stringMatching(/^Signing secret variable BAD must hold whsec_ secrets/), durationMs: expect.any(Number) }])
+    expect(rows.get(m ?? '')?.log).toEqual([
+      { ok: false, errorMessage: 'Undefined signing secret variable NOPE', durationMs: expect.any(Number) },
+    ])
+    expect(rows.get(b ?? '')?.log).toEqual([
+      {
+        ok: false,
+        errorMessage: expect.stringMatching(/^Signing secret variable BAD must hold whsec_ secrets/),
+        durationMs: expect.any(Number),
+      },
+    ])
     expect(env.rx.requests).toHaveLength(0)
     expect(logs.lines.join('\n')).not.toContain('c2hvcnQ')
   })

@@ -3,7 +3,11 @@ import { PayloadPathError, requestBodyText, substitute, UndefinedVariableError }
 import type { WebhookTarget } from '../../lib/schema/actions.js'
 
 describe('templates', () => {
-  const vars = new Map([['a', '1'], ['b_2', '2'], ['empty', '']])
+  const vars = new Map([
+    ['a', '1'],
+    ['b_2', '2'],
+    ['empty', ''],
+  ])
 
   it('substitutes {{NAME}} of word characters only and leaves other braces as text', () => {
     expect(substitute('https://x/{{a}}?k={{b_2}}', vars)).toBe('https://x/1?k=2')

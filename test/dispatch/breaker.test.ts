@@ -10,7 +10,13 @@ import { testEnv } from '../helpers/runtime.js'
 // Small numbers so the outage fits in seconds: pause after 2 failed batches, probe every 300 ms doubling to 600 ms.
 const PROBE_MS = 300
 const env = useHarness({
-  config: { LEASE_MARGIN_MS: '1000', DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: String(PROBE_MS), BREAKER_PROBE_MAX_MS: String(2 * PROBE_MS) },
+  config: {
+    LEASE_MARGIN_MS: '1000',
+    DISPATCH_CONCURRENCY: '1',
+    BREAKER_FAILURES: '2',
+    BREAKER_PROBE_MS: String(PROBE_MS),
+    BREAKER_PROBE_MAX_MS: String(2 * PROBE_MS),
+  },
   receiver: true,
   project: 'h',
 })
@@ -32,7 +38,7 @@ describe('the circuit breaker', () => {
     const paused = await targetHealth(env.deps.db, env.project, 't')
     expect(paused).toMatchObject({ paused_reason: 'failures' })
     expect(paused?.probe_at).not.toBeNull()
-    const pause = logs.records().find(r => r.msg === undefined ? false : String(r.msg).startsWith('Webhook target paused'))
+    const pause = logs.records().find(r => (r.msg === undefined ? false : String(r.msg).startsWith('Webhook target paused')))
     expect(pause).toMatchObject({ project: env.project, target: 't', reason: 'failures' })
     expect(logs.lines.join('\n')).not.toContain(env.rx.url)
 
@@ -67,8 +73,22 @@ describe('the circuit breaker', () => {
     expect([...after.values()].map(s => s.state)).toEqual(ids.map(() => 'succeed'))
     expect([...target.delivered.keys()].sort()).toEqual([...ids].sort())
     expect([...target.delivered.values()].every(count => count === 1)).toBe(true)
-    expect(await targetHealth(env.deps.db, env.project, 't')).toMatchObject({ paused_at: null, paused_reason: null, consecutive_failures: 0, failing_since: null })
-    expect(logs.records().some(r => r.msg === 'Webhook target resumed: a delivery succeeded, its events drain again' && r.target === 't' && r.project === env.project)).toBe(true)
+    expect(await targetHealth(env.deps.db, env.project, 't')).toMatchObject({
+      paused_at: null,
+      paused_reason: null,
+      consecutive_failures: 0,
+      failing_since: null,
+    })
+    expect(
+      logs
+        .records()
+        .some(
+          r =>
+            r.msg === 'Webhook target resumed: a delivery succeeded, its events drain again' &&
+            r.target === 't' &&
+            r.project === env.project,
+        ),
+    ).toBe(true)
     logs.restore()
   })
 
@@ -94,7 +114,10 @@ describe('the circuit breaker', () => {
   })
 
   it('pauses a target that answers 410 Gone at once, with no probe, and keeps its events', async () => {
-    env.rx.respond((_, res) => { res.statusCode = 410; res.end() })
+    env.rx.respond((_, res) => {
+      res.statusCode = 410
+      res.end()
+    })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url, maxAttempts: 1, batchSize: 2 } })
     const ids = await enqueueMany(env.deps, env.project, 'to_t', 4)
     await drainProject(env.deps, env.project, FOREVER)
@@ -116,8 +139,19 @@ describe('the circuit breaker', () => {
 
 describe('the first probe after a pause on a cold drain (issue 23)', () => {
   it('comes BREAKER_PROBE_MS after the pause, not twice that: failures of batches already in flight are no failed probes', async () => {
-    const wide = await testEnv({ LEASE_MARGIN_MS: '1000', DISPATCH_CONCURRENCY: '8', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '1000', BREAKER_PROBE_MAX_MS: '8000' })
-    const down = await startReceiver((_, res) => { setTimeout(() => { res.statusCode = 503; res.end() }, 30) })
+    const wide = await testEnv({
+      LEASE_MARGIN_MS: '1000',
+      DISPATCH_CONCURRENCY: '8',
+      BREAKER_FAILURES: '2',
+      BREAKER_PROBE_MS: '1000',
+      BREAKER_PROBE_MAX_MS: '8000',
+    })
+    const down = await startReceiver((_, res) => {
+      setTimeout(() => {
+        res.statusCode = 503
+        res.end()
+      }, 30)
+    })
     try {
       await schemaFor(wide.deps, 'cold', { t: { url: down.url, maxAttempts: 10, initialRepeatIntervalMs: 1 } })
       await enqueueMany(wide.deps, 'cold', 'to_t', 16)

@@ -26,9 +26,15 @@ describe('maxInFlight and maxPerSecond', () => {
       }
       starts.push(Date.now())
       most = Math.max(most, ++inFlight)
-      setTimeout(() => { inFlight--; res.end() }, 20)
+      setTimeout(() => {
+        inFlight--
+        res.end()
+      }, 20)
     })
-    await schemaFor(env.deps, project, { a: { url: env.rx.url + '/a', timeoutMs: 1000, maxInFlight: 2, maxPerSecond: 20 }, b: { url: env.rx.url + '/b', timeoutMs: 1000 } })
+    await schemaFor(env.deps, project, {
+      a: { url: env.rx.url + '/a', timeoutMs: 1000, maxInFlight: 2, maxPerSecond: 20 },
+      b: { url: env.rx.url + '/b', timeoutMs: 1000 },
+    })
     const a = await enqueueMany(env.deps, project, 'to_a', 1000)
     await enqueueMany(env.deps, project, 'to_b', 1000, 5000)
     const started = Date.now()
@@ -47,12 +53,20 @@ describe('maxInFlight and maxPerSecond', () => {
     expect(starts.filter(t => t <= bLastAt).length).toBeLessThan(200)
     // No A event spent an attempt on the cap: delivered ones one each, the rest none.
     const { rows } = await env.deps.db.query<{ state: string; num_retries: number; n: number }>(
-      `SELECT state, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1 AND id = ANY($2) GROUP BY 1, 2 ORDER BY 1, 2`, [project, a])
-    expect(rows.map(r => [r.state, r.num_retries])).toEqual([['created', 0], ['succeed', 1]])
+      `SELECT state, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1 AND id = ANY($2) GROUP BY 1, 2 ORDER BY 1, 2`,
+      [project, a],
+    )
+    expect(rows.map(r => [r.state, r.num_retries])).toEqual([
+      ['created', 0],
+      ['succeed', 1],
+    ])
     expect(rows.find(r => r.state === 'succeed')?.n).toBe(starts.length)
 
     // For the alerts, A's backlog is flowing at its pace, not stuck: due, but not aged, while claims for it are recent.
-    await env.deps.db.query(`UPDATE actions_event SET visible_at = now() - interval '10 minutes' WHERE project = $1 AND state = 'created'`, [project])
+    await env.deps.db.query(
+      `UPDATE actions_event SET visible_at = now() - interval '10 minutes' WHERE project = $1 AND state = 'created'`,
+      [project],
+    )
     const flowing = (await readBacklog(env.deps.db)).get(project)
     expect(flowing?.due.created).toBe(1000 - starts.length)
     expect(flowing?.oldestDueAgeSeconds).toBeLessThan(60)
@@ -61,7 +75,10 @@ describe('maxInFlight and maxPerSecond', () => {
   }, 60_000)
 
   it('are bounded at schema set, naming the path of a bad value', () => {
-    const target = (t: Record<string, unknown>) => ({ targets: { a: { type: 'webhook', name: 'a', url: 'https://h.example/x', ...t } }, triggers: {} })
+    const target = (t: Record<string, unknown>) => ({
+      targets: { a: { type: 'webhook', name: 'a', url: 'https://h.example/x', ...t } },
+      triggers: {},
+    })
     expect(() => parseActionsSchema(target({ maxInFlight: 10_000, maxPerSecond: 0.01 }))).not.toThrow()
     expect(() => parseActionsSchema(target({ maxInFlight: 0 }))).toThrow(/targets\.a\.maxInFlight: expected an integer from 1 to 10000/)
     expect(() => parseActionsSchema(target({ maxInFlight: 1.5 }))).toThrow(/targets\.a\.maxInFlight/)

@@ -36,11 +36,22 @@ async function queueFor(input: Partial<ClaimQueueInput> = {}): Promise<ClaimQueu
   const { stored, variables } = await getSchemaAndVariables(env.deps.db, project)
   const resolved = resolveTargets({
     targets: Object.values(stored?.schema.targets ?? {}),
-    variables, config: env.deps.config, remainingMs: Number.POSITIVE_INFINITY, log: env.log, metrics: env.deps.metrics.forProject(project),
+    variables,
+    config: env.deps.config,
+    remainingMs: Number.POSITIVE_INFINITY,
+    log: env.log,
+    metrics: env.deps.metrics.forProject(project),
   })
   return new ClaimQueue({
-    db: env.deps.db, project, targets: resolved, concurrency: 1, maxClaimedBytes: 64 * 1024 * 1024,
-    fits: () => true, beforeClaim: async () => {}, onClaimFailures: () => {}, ...input,
+    db: env.deps.db,
+    project,
+    targets: resolved,
+    concurrency: 1,
+    maxClaimedBytes: 64 * 1024 * 1024,
+    fits: () => true,
+    beforeClaim: async () => {},
+    onClaimFailures: () => {},
+    ...input,
   })
 }
 
@@ -53,7 +64,10 @@ async function handOut(q: ClaimQueue): Promise<Claimed> {
 
 /** Payload bytes of the project's events, in claim order, as the claim measures them. */
 async function payloadBytes(): Promise<number[]> {
-  const { rows } = await env.deps.db.query<{ bytes: number }>('SELECT octet_length(payload::text) AS bytes FROM actions_event WHERE project = $1 ORDER BY visible_at, seq', [project])
+  const { rows } = await env.deps.db.query<{ bytes: number }>(
+    'SELECT octet_length(payload::text) AS bytes FROM actions_event WHERE project = $1 ORDER BY visible_at, seq',
+    [project],
+  )
   return rows.map(r => r.bytes)
 }
 
@@ -65,7 +79,10 @@ async function processing(): Promise<number> {
 function gate(): { promise: Promise<void>; open: () => void; fail: (e: Error) => void } {
   let open = () => {}
   let fail: (e: Error) => void = () => {}
-  const promise = new Promise<void>((resolve, reject) => { open = resolve; fail = reject })
+  const promise = new Promise<void>((resolve, reject) => {
+    open = resolve
+    fail = reject
+  })
   return { promise, open, fail }
 }
 

@@ -15,9 +15,16 @@ describe('concurrent and crashing dispatchers', () => {
   it('two dispatchers draining the same 2,000 events deliver each exactly once', async () => {
     env.rx.requests.length = 0
     // Answers take a little while, so both dispatchers are mid-flight together.
-    env.rx.respond((_, res) => { setTimeout(() => res.end(), 2) })
-    await schemaFor(env.deps, 'race', { a: { url: env.rx.url + '/a', batchSize: 7 }, b: { url: env.rx.url + '/b', batchSize: 1 } }, { to_a: { target: 'a' }, to_b: { target: 'b' } })
-    const ids = [...await enqueueMany(env.deps, 'race', 'to_a', 1500), ...await enqueueMany(env.deps, 'race', 'to_b', 500)]
+    env.rx.respond((_, res) => {
+      setTimeout(() => res.end(), 2)
+    })
+    await schemaFor(
+      env.deps,
+      'race',
+      { a: { url: env.rx.url + '/a', batchSize: 7 }, b: { url: env.rx.url + '/b', batchSize: 1 } },
+      { to_a: { target: 'a' }, to_b: { target: 'b' } },
+    )
+    const ids = [...(await enqueueMany(env.deps, 'race', 'to_a', 1500)), ...(await enqueueMany(env.deps, 'race', 'to_b', 500))]
     // A second, independent environment: its own pool, HTTP agent and metrics.
     const other = createDeps(env.deps.config, { signals: env.deps.signals, log: env.log })
     try {
@@ -39,15 +46,22 @@ describe('concurrent and crashing dispatchers', () => {
 
   it('loses nothing when the database drops every connection mid-drain', async () => {
     env.rx.requests.length = 0
-    env.rx.respond((_, res) => { setTimeout(() => res.end(), 150) })
+    env.rx.respond((_, res) => {
+      setTimeout(() => res.end(), 150)
+    })
     await schemaFor(env.deps, 'restart', { t: { url: env.rx.url, timeoutMs: 1000 } })
     const ids = await enqueueMany(env.deps, 'restart', 'to_t', 24)
-    const drain = drainProject(env.deps, 'restart', FOREVER).then(() => 'finished', () => 'crashed')
+    const drain = drainProject(env.deps, 'restart', FOREVER).then(
+      () => 'finished',
+      () => 'crashed',
+    )
     await until('deliveries under way', async () => env.rx.requests.length > 0)
     // What a database restart does to the dispatcher: every connection it holds is gone.
     const admin = createDeps(env.deps.config, { signals: env.deps.signals, log: env.log })
     try {
-      await admin.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+      await admin.db.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+      )
     } finally {
       await admin.db.end()
       await admin.http.close()
@@ -57,8 +71,15 @@ describe('concurrent and crashing dispatchers', () => {
     const after = await states(env.deps, 'restart')
     expect(after.size).toBe(24)
     expect([...after.values()].every(s => s.state === 'succeed' || s.state === 'processing' || s.state === 'created')).toBe(true)
-    await until('leases to run out', async () => (await env.deps.db.query(
-      `SELECT count(*)::int AS n FROM actions_event WHERE project = 'restart' AND state = 'processing' AND visible_at > now()`)).rows[0].n === 0)
+    await until(
+      'leases to run out',
+      async () =>
+        (
+          await env.deps.db.query(
+            `SELECT count(*)::int AS n FROM actions_event WHERE project = 'restart' AND state = 'processing' AND visible_at > now()`,
+          )
+        ).rows[0].n === 0,
+    )
     await drainProject(env.deps, 'restart', FOREVER)
     expect([...(await states(env.deps, 'restart')).values()].every(s => s.state === 'succeed')).toBe(true)
     expect(new Set(env.rx.eventIds())).toEqual(new Set(ids))
@@ -67,7 +88,9 @@ describe('concurrent and crashing dispatchers', () => {
   it('loses nothing when a dispatcher is killed mid-delivery: the event is delivered after the lease', async () => {
     env.rx.requests.length = 0
     let hold = true
-    env.rx.respond((_, res) => { if (!hold) res.end() })
+    env.rx.respond((_, res) => {
+      if (!hold) res.end()
+    })
     await schemaFor(env.deps, 'crash', { t: { url: env.rx.url, timeoutMs: 2000 } })
     const [id] = await enqueueMany(env.deps, 'crash', 'to_t', 1)
     await killMidDelivery('crash')
@@ -76,7 +99,10 @@ describe('concurrent and crashing dispatchers', () => {
     hold = false
     // While the lease runs, nobody else may take the event.
     expect(await drainProject(env.deps, 'crash', FOREVER)).toMatchObject({ succeeded: 0, batches: 0 })
-    await until('the lease to run out', async () => (await env.deps.db.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due)
+    await until(
+      'the lease to run out',
+      async () => (await env.deps.db.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due,
+    )
     expect(await drainProject(env.deps, 'crash', FOREVER)).toMatchObject({ succeeded: 1 })
     expect(env.rx.eventIds()).toEqual([id, id])
     // The killed attempt may have reached the receiver, so it counts: the second request says so, and so does the log.
@@ -89,7 +115,9 @@ describe('concurrent and crashing dispatchers', () => {
   it('keeps an entity in order across a killed dispatcher: after the lease the key goes on from the lost event', async () => {
     env.rx.requests.length = 0
     let hold = true
-    env.rx.respond((_, res) => { if (!hold) res.end() })
+    env.rx.respond((_, res) => {
+      if (!hold) res.end()
+    })
     await schemaFor(env.deps, 'crash-order', { t: { url: env.rx.url, timeoutMs: 2000 } })
     const updates = [1, 2, 3].map(v => ({ trigger: 'to_t', payload: { operation: 'update', entity: 'Article', id: 'one', values: { v } } }))
     await enqueue(env.deps, { project: 'crash-order', transactionId: TX, events: updates })
@@ -97,7 +125,15 @@ describe('concurrent and crashing dispatchers', () => {
     hold = false
     // While the first update's lease runs, the later ones wait behind it.
     expect(await drainProject(env.deps, 'crash-order', FOREVER)).toMatchObject({ succeeded: 0, batches: 0 })
-    await until('the lease to run out', async () => (await env.deps.db.query(`SELECT bool_and(visible_at <= now()) AS due FROM actions_event WHERE project = 'crash-order' AND state = 'processing'`)).rows[0].due)
+    await until(
+      'the lease to run out',
+      async () =>
+        (
+          await env.deps.db.query(
+            `SELECT bool_and(visible_at <= now()) AS due FROM actions_event WHERE project = 'crash-order' AND state = 'processing'`,
+          )
+        ).rows[0].due,
+    )
     expect(await drainProject(env.deps, 'crash-order', FOREVER)).toMatchObject({ succeeded: 3 })
     expect(env.rx.requests.map(r => r.body.events.map((e: { values: { v: number } }) => e.values.v))).toEqual([[1], [1], [2], [3]])
   })
@@ -106,7 +142,15 @@ describe('concurrent and crashing dispatchers', () => {
 /** Drains `project` in a child process and kills it (SIGKILL) once its first request has reached the receiver. */
 async function killMidDelivery(project: string): Promise<void> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/drain-child.ts'], {
-    env: { ...process.env, PROJECT: project, DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, SQS_ENDPOINT: env.queue.endpoint, LEASE_MARGIN_MS: '1000', LOG_LEVEL: 'error' },
+    env: {
+      ...process.env,
+      PROJECT: project,
+      DATABASE_URL: env.db.url,
+      SIGNAL_QUEUE_URL: env.queue.queueUrl,
+      SQS_ENDPOINT: env.queue.endpoint,
+      LEASE_MARGIN_MS: '1000',
+      LOG_LEVEL: 'error',
+    },
     stdio: 'ignore',
   })
   const exited = new Promise(resolve => child.on('exit', resolve))

@@ -18,13 +18,22 @@ const counter = async (name: string) => {
 
 describe('claim and deliver', () => {
   it('delivers every due event once, in batches of one target ordered by priority then due time', async () => {
-    await schemaFor(env.deps, env.project, { a: { url: env.rx.url + '/a', batchSize: 3 }, b: { url: env.rx.url + '/b', batchSize: 2 } }, {
-      to_a: { target: 'a' }, to_b: { target: 'b' }, urgent_b: { target: 'b', priority: 5 },
-    })
+    await schemaFor(
+      env.deps,
+      env.project,
+      { a: { url: env.rx.url + '/a', batchSize: 3 }, b: { url: env.rx.url + '/b', batchSize: 2 } },
+      {
+        to_a: { target: 'a' },
+        to_b: { target: 'b' },
+        urgent_b: { target: 'b', priority: 5 },
+      },
+    )
     const a = await enqueueMany(env.deps, env.project, 'to_a', 7)
     const b = await enqueueMany(env.deps, env.project, 'to_b', 3)
     // Another entity than b's (ids 0..2): priority orders across entities, never within one.
-    const urgent = (await enqueue(env.deps, { project: env.project, transactionId: TX, events: [{ trigger: 'urgent_b', payload: createPayload(99) }] })).eventIds
+    const urgent = (
+      await enqueue(env.deps, { project: env.project, transactionId: TX, events: [{ trigger: 'urgent_b', payload: createPayload(99) }] })
+    ).eventIds
     const res = await drainProject(env.deps, env.project, FOREVER)
     expect(res).toMatchObject({ succeeded: 11, retried: 0, failedAfterAttempt: 0, failedUnknownTarget: 0, stop: 'idle', signal: 'none' })
     for (const r of env.rx.requests) {
@@ -43,20 +52,44 @@ describe('claim and deliver', () => {
 
   it('sends the body template with events at payloadPath, substituted URL and headers, and the standard headers', async () => {
     await setVariables(env.deps.db, env.project, { path: 'hooks', token: 's3cret' }, 'set')
-    await schemaFor(env.deps, env.project, { t: { url: env.rx.url + '/{{path}}/in', headers: { Authorization: 'Bearer {{token}}', 'X-Static': 'yes' }, body: { source: 'cms', data: { keep: true } }, payloadPath: ['data', 'items'], batchSize: 10 } })
+    await schemaFor(env.deps, env.project, {
+      t: {
+        url: env.rx.url + '/{{path}}/in',
+        headers: { Authorization: 'Bearer {{token}}', 'X-Static': 'yes' },
+        body: { source: 'cms', data: { keep: true } },
+        payloadPath: ['data', 'items'],
+        batchSize: 10,
+      },
+    })
     const [id] = await enqueueMany(env.deps, env.project, 'to_t', 1)
     await drainProject(env.deps, env.project, FOREVER)
     const req = env.rx.requests[0]
     expect(req?.path).toBe('/hooks/in')
     expect(req?.method).toBe('POST')
-    expect(req?.headers).toMatchObject({ authorization: 'Bearer s3cret', 'x-static': 'yes', 'content-type': 'application/json', 'user-agent': 'Contember Actions' })
+    expect(req?.headers).toMatchObject({
+      authorization: 'Bearer s3cret',
+      'x-static': 'yes',
+      'content-type': 'application/json',
+      'user-agent': 'Contember Actions',
+    })
     expect(req?.body.source).toBe('cms')
     expect(req?.body.data.keep).toBe(true)
     expect(req?.body.data.items.events).toHaveLength(1)
     const ev = req?.body.data.items.events[0]
     expect(ev).toMatchObject({ operation: 'create', entity: 'Article', id: 0, values: { title: 'Article 0' } })
     expect(ev.meta).toMatchObject({ eventId: id, transactionId: expect.any(String), numRetries: 0, trigger: 'to_t', target: 't' })
-    expect(Object.keys(ev.meta).sort()).toEqual(['createdAt', 'eventId', 'identityId', 'ipAddress', 'lastStateChange', 'numRetries', 'target', 'transactionId', 'trigger', 'userAgent'])
+    expect(Object.keys(ev.meta).sort()).toEqual([
+      'createdAt',
+      'eventId',
+      'identityId',
+      'ipAddress',
+      'lastStateChange',
+      'numRetries',
+      'target',
+      'transactionId',
+      'trigger',
+      'userAgent',
+    ])
   })
 
   it('fails the attempt with "Undefined variable NAME" when a template names a missing variable', async () => {
@@ -95,7 +128,10 @@ describe('claim and deliver', () => {
   })
 
   it('makes exactly maxAttempts attempts, spaced by the doubling backoff on the database clock', async () => {
-    env.rx.respond((_, res) => { res.statusCode = 503; res.end('down') })
+    env.rx.respond((_, res) => {
+      res.statusCode = 503
+      res.end('down')
+    })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url, maxAttempts: 4, initialRepeatIntervalMs: 200 } })
     const [id] = await enqueueMany(env.deps, env.project, 'to_t', 1)
     const spacing: number[] = []
@@ -110,7 +146,10 @@ describe('claim and deliver', () => {
       const before = (await env.deps.db.query('SELECT now() AS t')).rows[0].t
       const res = await drainProject(env.deps, env.project, FOREVER)
       totals = { retried: totals.retried + res.retried, failed: totals.failed + res.failedAfterAttempt }
-      const { rows } = await env.deps.db.query(`SELECT state, num_retries, extract(epoch FROM visible_at - last_state_change) * 1000 AS wait_ms, last_state_change >= $2 AS fresh FROM actions_event WHERE id = $1`, [id, before])
+      const { rows } = await env.deps.db.query(
+        `SELECT state, num_retries, extract(epoch FROM visible_at - last_state_change) * 1000 AS wait_ms, last_state_change >= $2 AS fresh FROM actions_event WHERE id = $1`,
+        [id, before],
+      )
       expect(rows[0].num_retries).toBe(attempt)
       expect(rows[0].fresh).toBe(true)
       if (attempt < 4) {
@@ -133,7 +172,9 @@ describe('claim and deliver', () => {
   })
 
   it('cuts off a receiver that hangs at timeoutMs', async () => {
-    env.rx.respond(() => { /* never answers */ })
+    env.rx.respond(() => {
+      /* never answers */
+    })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url, timeoutMs: 300 } })
     await enqueueMany(env.deps, env.project, 'to_t', 1)
     const started = Date.now()
@@ -148,8 +189,12 @@ describe('claim and deliver', () => {
 
   it('does not follow redirects', async () => {
     env.rx.respond((req, res) => {
-      if (req.path === '/moved') { res.end(); return }
-      res.writeHead(307, { location: env.rx.url + '/moved' }); res.end()
+      if (req.path === '/moved') {
+        res.end()
+        return
+      }
+      res.writeHead(307, { location: env.rx.url + '/moved' })
+      res.end()
     })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url + '/start' } })
     await enqueueMany(env.deps, env.project, 'to_t', 1)
@@ -161,7 +206,10 @@ describe('claim and deliver', () => {
   it('reads a bounded part of a 10 MB response and stores a bounded part in the log', async () => {
     // A Buffer lives outside the JS heap, so the heap measures what the dispatcher itself holds.
     const big = Buffer.alloc(10 * 1024 * 1024, 'x')
-    env.rx.respond((_, res) => { res.statusCode = 500; res.end(big) })
+    env.rx.respond((_, res) => {
+      res.statusCode = 500
+      res.end(big)
+    })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url } })
     await enqueueMany(env.deps, env.project, 'to_t', 1)
     const logs = env.captureLogs()
@@ -177,7 +225,9 @@ describe('claim and deliver', () => {
   })
 
   it('hands claims it has no time left to deliver back, due now, and leaves a continuation signal', async () => {
-    env.rx.respond((_, res) => { setTimeout(() => res.end(), 60) })
+    env.rx.respond((_, res) => {
+      setTimeout(() => res.end(), 60)
+    })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url, timeoutMs: 1000 } })
     const ids = await enqueueMany(env.deps, env.project, 'to_t', 40)
     await env.queue.drain() // enqueue's own signal
@@ -188,7 +238,10 @@ describe('claim and deliver', () => {
     expect(res.signal).toBe('continue')
     expect(res.succeeded).toBeGreaterThan(0)
     expect(res.succeeded).toBeLessThan(40)
-    const { rows } = await env.deps.db.query(`SELECT state, visible_at <= now() AS due, num_retries FROM actions_event WHERE id = ANY($1)`, [ids])
+    const { rows } = await env.deps.db.query(
+      `SELECT state, visible_at <= now() AS due, num_retries FROM actions_event WHERE id = ANY($1)`,
+      [ids],
+    )
     const waiting = rows.filter(r => r.state !== 'succeed')
     expect(waiting.length).toBe(40 - res.succeeded)
     // Nothing stays leased: the continuation can take every remaining event at once, none charged an attempt.
@@ -202,7 +255,10 @@ describe('claim and deliver', () => {
     let maxInFlight = 0
     env.rx.respond((_, res) => {
       maxInFlight = Math.max(maxInFlight, ++inFlight)
-      setTimeout(() => { inFlight--; res.end() }, 80)
+      setTimeout(() => {
+        inFlight--
+        res.end()
+      }, 80)
     })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url } })
     await enqueueMany(env.deps, env.project, 'to_t', 1)
@@ -217,7 +273,9 @@ describe('claim and deliver', () => {
   it('claims twice for a few events, however their deliveries end: once to take them, once when all are done', async () => {
     // Answers at different times: each finished delivery used to start a claim of its own.
     let i = 0
-    env.rx.respond((_, res) => { setTimeout(() => res.end(), 10 * (i++ % 5)) })
+    env.rx.respond((_, res) => {
+      setTimeout(() => res.end(), 10 * (i++ % 5))
+    })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url } })
     await enqueueMany(env.deps, env.project, 'to_t', 5)
     const counted = countStatements(env.deps.db)
@@ -231,9 +289,15 @@ describe('claim and deliver', () => {
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url } })
     // Six events of one payload size (ids 0..5); the budget holds two of them, not three.
     await enqueueMany(env.deps, env.project, 'to_t', 6)
-    const { rows } = await env.deps.db.query(`SELECT min(octet_length(payload::text)) AS lo, max(octet_length(payload::text)) AS hi FROM actions_event WHERE project = $1`, [env.project])
+    const { rows } = await env.deps.db.query(
+      `SELECT min(octet_length(payload::text)) AS lo, max(octet_length(payload::text)) AS hi FROM actions_event WHERE project = $1`,
+      [env.project],
+    )
     expect(rows[0].lo).toBe(rows[0].hi)
-    const budgeted = createDeps({ ...env.deps.config, DISPATCH_CONCURRENCY: 2, DISPATCH_MAX_CLAIMED_BYTES: 3 * rows[0].hi - 1 }, { signals: env.deps.signals, log: env.log })
+    const budgeted = createDeps(
+      { ...env.deps.config, DISPATCH_CONCURRENCY: 2, DISPATCH_MAX_CLAIMED_BYTES: 3 * rows[0].hi - 1 },
+      { signals: env.deps.signals, log: env.log },
+    )
     // The first request is answered only once all six have arrived (or after 2 s): the other five must
     // get through the second worker meanwhile, each claimed when the one before it freed its bytes.
     let seenWhenFirstAnswered = 0

@@ -10,19 +10,31 @@ import { enqueueMany, schemaFor, states, targetHealth } from '../helpers/events.
 import { FOREVER, useHarness } from '../helpers/harness.js'
 import { eventIdsOf, json } from '../helpers/receiver.js'
 
-const env = useHarness({ config: { DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '200' }, receiver: true, project: 'kinds' })
+const env = useHarness({
+  config: { DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '200' },
+  receiver: true,
+  project: 'kinds',
+})
 
 describe('the kind of a failed attempt', () => {
   it('is down for 5xx, 408, 429 and network trouble, misconfigured for 3xx, 401, 403, 404, 405, 407, 410 and bad certificates, rejected for other 4xx', () => {
     expect([500, 503, 408, 429].map(statusKind)).toEqual(['down', 'down', 'down', 'down'])
     expect([301, 302, 308, 401, 403, 404, 405, 407, 410].map(statusKind)).toEqual(Array(9).fill('misconfigured'))
     expect([400, 409, 413, 422].map(statusKind)).toEqual(['rejected', 'rejected', 'rejected', 'rejected'])
-    expect([networkKind('ECONNREFUSED'), networkKind(undefined), networkKind('CERT_HAS_EXPIRED'), networkKind('ERR_TLS_CERT_ALTNAME_INVALID')]).toEqual(['down', 'down', 'misconfigured', 'misconfigured'])
+    expect([
+      networkKind('ECONNREFUSED'),
+      networkKind(undefined),
+      networkKind('CERT_HAS_EXPIRED'),
+      networkKind('ERR_TLS_CERT_ALTNAME_INVALID'),
+    ]).toEqual(['down', 'down', 'misconfigured', 'misconfigured'])
     // The egress guard's refusal: no request was made, the URL points where it may not.
     expect(EGRESS_REFUSED_CODE).toBe(DESTINATION_NOT_ALLOWED_CODE)
     expect(networkKind(DESTINATION_NOT_ALLOWED_CODE)).toBe('misconfigured')
     // An outcome without a kind (a caller from before kinds) is read by its status, and as down without one.
-    expect([failureKind({ ok: false, errorMessage: 'x' }), failureKind({ ok: false, code: 401, errorMessage: 'x' })]).toEqual(['down', 'misconfigured'])
+    expect([failureKind({ ok: false, errorMessage: 'x' }), failureKind({ ok: false, code: 401, errorMessage: 'x' })]).toEqual([
+      'down',
+      'misconfigured',
+    ])
   })
 })
 
@@ -31,7 +43,11 @@ describe('a misconfigured target', () => {
     let fixed = false
     const delivered = new Map<string, number>()
     env.rx.respond((req, res) => {
-      if (!fixed) { res.statusCode = 401; res.end(); return }
+      if (!fixed) {
+        res.statusCode = 401
+        res.end()
+        return
+      }
       for (const id of eventIdsOf(req)) delivered.set(id, (delivered.get(id) ?? 0) + 1)
       res.end()
     })
@@ -41,7 +57,11 @@ describe('a misconfigured target', () => {
       await drainProject(env.deps, env.project, FOREVER)
       await new Promise(r => setTimeout(r, 5))
     }
-    expect(await targetHealth(env.deps.db, env.project, 't')).toMatchObject({ paused_reason: 'misconfigured', pause_detail: '401', probe_at: null })
+    expect(await targetHealth(env.deps.db, env.project, 't')).toMatchObject({
+      paused_reason: 'misconfigured',
+      pause_detail: '401',
+      probe_at: null,
+    })
     // No probe: drains long after BREAKER_PROBE_MS send nothing more.
     const sent = env.rx.requests.length
     await new Promise(r => setTimeout(r, 400))
@@ -87,7 +107,11 @@ describe('a receiver that rejects an event', () => {
     let first = true
     env.rx.respond((req, res) => {
       const [x] = eventIdsOf(req)
-      if (first) { first = false; json(res, 200, { failures: [{ eventId: x, error: 'nope', retry: false }] }); return }
+      if (first) {
+        first = false
+        json(res, 200, { failures: [{ eventId: x, error: 'nope', retry: false }] })
+        return
+      }
       res.end()
     })
     await schemaFor(env.deps, env.project, { t: { url: env.rx.url, maxAttempts: 5, initialRepeatIntervalMs: 1 } })

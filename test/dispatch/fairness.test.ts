@@ -31,7 +31,7 @@ async function insertDue(project: string, target: string, n: number): Promise<vo
 }
 
 describe('fair sharing', () => {
-  it('delivers a healthy target\'s events before the first timeout of a dead target holding 1,000 older events', async () => {
+  it("delivers a healthy target's events before the first timeout of a dead target holding 1,000 older events", async () => {
     const project = 'deadbeside'
     await schemaFor(env.deps, project, { dead: { url: dead().url, timeoutMs: 2_000 }, ok: { url: healthy().url } })
     await insertDue(project, 'dead', 1_000)
@@ -39,7 +39,9 @@ describe('fair sharing', () => {
     const res = await drainProject(env.deps, project, { remainingMs: () => Number.POSITIVE_INFINITY, sliceMs: 1_000 })
 
     expect(healthy().eventIds().sort()).toEqual([...ids].sort())
-    const { rows: [order] } = await env.deps.db.query(
+    const {
+      rows: [order],
+    } = await env.deps.db.query(
       `SELECT (SELECT max(resolved_at) FROM actions_event WHERE project = $1 AND target = 'ok') AS healthy_done,
               (SELECT min(last_state_change) FROM actions_event WHERE project = $1 AND target = 'dead' AND num_retries > 0) AS first_timeout,
               (SELECT count(*) FROM actions_event WHERE project = $1 AND target = 'ok' AND state = 'succeed')::int AS succeeded`,
@@ -51,7 +53,9 @@ describe('fair sharing', () => {
     expect(order.healthy_done.getTime()).toBeLessThan(order.first_timeout.getTime())
     // The dead target's slice ended with its events waiting, each attempt counted, none lost or failed.
     expect(res).toMatchObject({ stop: 'slice', signal: 'continue' })
-    const { rows: [dlq] } = await env.deps.db.query(
+    const {
+      rows: [dlq],
+    } = await env.deps.db.query(
       `SELECT count(*)::int AS n, sum(num_retries)::int AS attempts, count(*) FILTER (WHERE state = 'failed')::int AS failed
        FROM actions_event WHERE project = $1 AND target = 'dead'`,
       [project],
@@ -66,15 +70,21 @@ describe('fair sharing', () => {
     const ids: string[] = []
     for (const p of small) {
       await schemaFor(env.deps, p, { t: { url: healthy().url } })
-      ids.push(...await enqueueMany(env.deps, p, 'to_t', 10))
+      ids.push(...(await enqueueMany(env.deps, p, 'to_t', 10)))
     }
     await env.queue.drain()
     healthy().requests.length = 0
     const handler = createHandler(() => env.deps)
     const batch = ['deep', ...small].map((project, i) => ({
-      messageId: `m${i}`, receiptHandle: `r${i}`, body: JSON.stringify({ project }),
+      messageId: `m${i}`,
+      receiptHandle: `r${i}`,
+      body: JSON.stringify({ project }),
       attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
-      messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
+      messageAttributes: {},
+      md5OfBody: '',
+      eventSource: 'aws:sqs',
+      eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals',
+      awsRegion: 'us-east-1',
     }))
     const res = await handler({ Records: batch }, createContext(600_000))
 
@@ -82,7 +92,9 @@ describe('fair sharing', () => {
     const delivered = new Set(healthy().eventIds())
     expect(ids.filter(id => !delivered.has(id))).toEqual([])
     // The three did not wait for the backlog: most of it is still due, and it asked to be continued.
-    const { rows: [deep] } = await env.deps.db.query(
+    const {
+      rows: [deep],
+    } = await env.deps.db.query(
       `SELECT count(*) FILTER (WHERE state = 'succeed')::int AS done, count(*) FILTER (WHERE state <> 'succeed')::int AS left
        FROM actions_event WHERE project = 'deep'`,
     )
@@ -101,7 +113,9 @@ describe('fair starts with a small pool (issue 22, item 4)', () => {
       await small.deps.db.query(
         `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, visible_at)
          SELECT gen_random_uuid(), 'deep', $1, 1, 't', 'to_t', jsonb_build_object('n', i), now() - interval '1 minute'
-         FROM generate_series(1, 50000) AS i`, [TX])
+         FROM generate_series(1, 50000) AS i`,
+        [TX],
+      )
       const names = ['small1', 'small2', 'small3']
       for (const p of names) {
         await schemaFor(small.deps, p, { t: { url: rx.url + '/' + p } })
@@ -116,11 +130,22 @@ describe('fair starts with a small pool (issue 22, item 4)', () => {
       })
       const handler = createHandler(() => small.deps)
       const started = Date.now()
-      const res = await handler({ Records: ['deep', ...names].map((project, i) => ({
-        messageId: `m${i}`, receiptHandle: `r${i}`, body: JSON.stringify({ project }),
-        attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
-        messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
-      })) }, createContext(600_000))
+      const res = await handler(
+        {
+          Records: ['deep', ...names].map((project, i) => ({
+            messageId: `m${i}`,
+            receiptHandle: `r${i}`,
+            body: JSON.stringify({ project }),
+            attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
+            messageAttributes: {},
+            md5OfBody: '',
+            eventSource: 'aws:sqs',
+            eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals',
+            awsRegion: 'us-east-1',
+          })),
+        },
+        createContext(600_000),
+      )
       expect(res).toEqual({ batchItemFailures: [] })
       for (const p of names) {
         expect(firstAt.get(p), p).toBeDefined()
@@ -134,4 +159,3 @@ describe('fair starts with a small pool (issue 22, item 4)', () => {
     }
   }, 120_000)
 })
-

@@ -8,16 +8,32 @@ import { FOREVER, useHarness } from '../helpers/harness.js'
 
 const env = useHarness({
   config: { OPS_PROJECT: 'ops', DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2' },
-  receivers: { app: (_, res) => { res.statusCode = 401; res.end() }, pager: true },
+  receivers: {
+    app: (_, res) => {
+      res.statusCode = 401
+      res.end()
+    },
+    pager: true,
+  },
 })
 const app = () => env.receiver('app')
 const pager = () => env.receiver('pager')
 
 beforeAll(async () => {
-  const trigger = (entity: string) => ({ type: 'basic', name: entity.replace('.', '_'), entity, create: true, delete: false, update: false, target: 'pager' })
+  const trigger = (entity: string) => ({
+    type: 'basic',
+    name: entity.replace('.', '_'),
+    entity,
+    create: true,
+    delete: false,
+    update: false,
+    target: 'pager',
+  })
   await storeSchema(env.deps.db, 'ops', {
     targets: { pager: { type: 'webhook', name: 'pager', url: pager().url } },
-    triggers: Object.fromEntries(['target.paused', 'target.needs_operator', 'target.resumed', 'events.gave_up'].map(e => [e.replace('.', '_'), trigger(e)])),
+    triggers: Object.fromEntries(
+      ['target.paused', 'target.needs_operator', 'target.resumed', 'events.gave_up'].map(e => [e.replace('.', '_'), trigger(e)]),
+    ),
   })
 })
 
@@ -31,8 +47,15 @@ describe('OPS_PROJECT', () => {
     const events = pager().requests.flatMap(r => r.body.events as Array<Record<string, unknown>>)
     expect(events).toHaveLength(1)
     expect(events[0]).toMatchObject({
-      operation: 'create', entity: 'target.needs_operator',
-      values: { project: 'app', target: 't', reason: 'misconfigured (401)', at: expect.stringMatching(/^\d{4}-/), pausedAt: expect.stringMatching(/^\d{4}-/) },
+      operation: 'create',
+      entity: 'target.needs_operator',
+      values: {
+        project: 'app',
+        target: 't',
+        reason: 'misconfigured (401)',
+        at: expect.stringMatching(/^\d{4}-/),
+        pausedAt: expect.stringMatching(/^\d{4}-/),
+      },
       meta: { trigger: 'target_needs_operator', target: 'pager' },
     })
     expect(JSON.stringify(pager().requests.map(r => r.body))).not.toContain(app().url)

@@ -16,7 +16,11 @@ describe('a batch with one poison event', () => {
     env.rx.respond((req, res) => {
       const ids: string[] = req.body.events.map((e: { meta: { eventId: string } }) => e.meta.eventId)
       sizes.push(ids.length)
-      if (ids.includes(poison)) { res.statusCode = 400; res.end(); return }
+      if (ids.includes(poison)) {
+        res.statusCode = 400
+        res.end()
+        return
+      }
       for (const id of ids) delivered.set(id, (delivered.get(id) ?? 0) + 1)
       res.end()
     })

@@ -36,19 +36,35 @@ beforeEach(async () => {
 async function claimed(n: number): Promise<AttemptRecord[]> {
   await db.pool.query(
     `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
-     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb FROM generate_series(1, $1)`, [n])
-  const { batches } = await claimBatches(db.pool, 'p', [{ name: 't', batchSize: n, leaseMs: 60_000, maxBatches: 1 }], 1, { waiting: [], budgetBytes: 64e6, atLeastOne: true })
-  return batches.flatMap(b => b.events).map(e => ({
-    id: e.id, lease: e.lease, project: 'p', target: 't', attempts: e.num_retries,
-    outcome: { ok: true, code: 200 }, durationMs: 1, maxAttempts: 3, initialRepeatIntervalMs: 1_000,
-  }))
+     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb FROM generate_series(1, $1)`,
+    [n],
+  )
+  const { batches } = await claimBatches(db.pool, 'p', [{ name: 't', batchSize: n, leaseMs: 60_000, maxBatches: 1 }], 1, {
+    waiting: [],
+    budgetBytes: 64e6,
+    atLeastOne: true,
+  })
+  return batches
+    .flatMap(b => b.events)
+    .map(e => ({
+      id: e.id,
+      lease: e.lease,
+      project: 'p',
+      target: 't',
+      attempts: e.num_retries,
+      outcome: { ok: true, code: 200 },
+      durationMs: 1,
+      maxAttempts: 3,
+      initialRepeatIntervalMs: 1_000,
+    }))
 }
 
 const succeeded = async () => Number((await db.pool.query(`SELECT count(*) FROM actions_event WHERE state = 'succeed'`)).rows[0].count)
 // Record statements of either kind (all successes go through actions_record_ok).
 const records = () => sent.filter(name => name === 'actions_record' || name === 'actions_record_ok').length
 /** When dispatch last made progress on project 'p' (the sweeper's heartbeat reads it), if ever. */
-const progressed = async () => (await db.pool.query<{ at: Date }>(`SELECT progressed_at AS at FROM actions_dispatch_progress WHERE project = 'p'`)).rows[0]?.at
+const progressed = async () =>
+  (await db.pool.query<{ at: Date }>(`SELECT progressed_at AS at FROM actions_dispatch_progress WHERE project = 'p'`)).rows[0]?.at
 
 describe('the recorder', () => {
   it('holds a few outcomes back for company, and a flush writes them at once', async () => {
@@ -81,7 +97,7 @@ describe('the recorder', () => {
     const started = performance.now()
     recorder.add(await claimed(1))
     const deadline = started + 5_000
-    while (await succeeded() === 0 && performance.now() < deadline) await new Promise(resolve => setTimeout(resolve, 5))
+    while ((await succeeded()) === 0 && performance.now() < deadline) await new Promise(resolve => setTimeout(resolve, 5))
     expect(await succeeded()).toBe(1)
     expect(records()).toBe(1)
     // Not before its wait was over (timers never fire early).
@@ -127,7 +143,7 @@ describe('the progress a recorder writes', () => {
       BEGIN IF NEW.log::text LIKE '%poison%' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '22000'; END IF; RETURN NEW; END $$`)
     await db.pool.query('CREATE TRIGGER refuse_poison BEFORE UPDATE ON actions_event FOR EACH ROW EXECUTE FUNCTION refuse_poison()')
     try {
-      const batch = all.map(r => r === poisoned ? { ...r, outcome: { ok: false as const, code: 500, errorMessage: 'poison' } } : r)
+      const batch = all.map(r => (r === poisoned ? { ...r, outcome: { ok: false as const, code: 500, errorMessage: 'poison' } } : r))
       const { rows } = await recordAll(counting, batch, undefined, undefined, true)
       expect(rows).toHaveLength(3)
       expect(await progressed()).toBeInstanceOf(Date)

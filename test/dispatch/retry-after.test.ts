@@ -9,11 +9,17 @@ const HOUR_S = 3600
 
 /** Delivers one event to a receiver answering `status` with `Retry-After: value`; returns seconds until it is due again (database clock). */
 async function delayAfter(status: number, value: string): Promise<number> {
-  env.rx.respond((_, res) => { res.writeHead(status, { 'retry-after': value }); res.end() })
+  env.rx.respond((_, res) => {
+    res.writeHead(status, { 'retry-after': value })
+    res.end()
+  })
   await schemaFor(env.deps, env.project, { t: { url: env.rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1000 } })
   const [id] = await enqueueMany(env.deps, env.project, 'to_t', 1)
   await drainProject(env.deps, env.project, FOREVER)
-  const { rows } = await env.deps.db.query('SELECT state, num_retries, extract(epoch FROM visible_at - now())::float8 AS s FROM actions_event WHERE id = $1', [id])
+  const { rows } = await env.deps.db.query(
+    'SELECT state, num_retries, extract(epoch FROM visible_at - now())::float8 AS s FROM actions_event WHERE id = $1',
+    [id],
+  )
   expect(rows[0]).toMatchObject({ state: 'retrying', num_retries: 1 })
   return Number(rows[0].s)
 }
@@ -31,7 +37,10 @@ describe('Retry-After', () => {
     expect(await delayAfter(503, httpDate(at))).toBeGreaterThanOrEqual(298)
   })
 
-  it.each([['a huge delta', '1000000000000'], ['a date in year 9999', 'Fri, 31 Dec 9999 23:59:59 GMT']])('caps %s at RETRY_AFTER_MAX_MS', async (_, value) => {
+  it.each([
+    ['a huge delta', '1000000000000'],
+    ['a date in year 9999', 'Fri, 31 Dec 9999 23:59:59 GMT'],
+  ])('caps %s at RETRY_AFTER_MAX_MS', async (_, value) => {
     const s = await delayAfter(429, value)
     expect(s).toBeGreaterThan(HOUR_S - 60)
     expect(s).toBeLessThanOrEqual(HOUR_S)
@@ -49,7 +58,8 @@ describe('Retry-After', () => {
     expect(parseRetryAfter('Sun, 06 Nov 1994 08:49:37 GMT')).toEqual(at)
     expect(parseRetryAfter('Sunday, 06-Nov-94 08:49:37 GMT')).toEqual({ at: new Date(Date.UTC(2094, 10, 6, 8, 49, 37)) })
     expect(parseRetryAfter('Sun Nov  6 08:49:37 1994')).toEqual(at)
-    for (const bad of ['', '-5', '1.5', 'soon', 'Sun, 31 Feb 1994 08:49:37 GMT', '9'.repeat(100)]) expect(parseRetryAfter(bad)).toBeUndefined()
+    for (const bad of ['', '-5', '1.5', 'soon', 'Sun, 31 Feb 1994 08:49:37 GMT', '9'.repeat(100)])
+      expect(parseRetryAfter(bad)).toBeUndefined()
   })
 })
 
@@ -74,8 +84,14 @@ describe('Retry-After on the whole target (issue 22, item 3)', () => {
     // A second drain of the project meanwhile learns the hold from the database.
     await Promise.all([drainProject(env.deps, env.project, FOREVER), drainProject(env.deps, env.project, FOREVER)])
     const deadline = Date.now() + 15_000
-    while ((await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = 'succeed'`, [env.project])).rows[0].n < 40) {
-      if (Date.now() > deadline) throw new Error(`timed out: ${JSON.stringify((await env.deps.db.query('SELECT target, state, num_retries, visible_at > now() AS later, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3, 4', [env.project])).rows)} ${JSON.stringify((await env.deps.db.query('SELECT * FROM actions_target_health WHERE project = $1', [env.project])).rows)}`)
+    while (
+      (await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = 'succeed'`, [env.project]))
+        .rows[0].n < 40
+    ) {
+      if (Date.now() > deadline)
+        throw new Error(
+          `timed out: ${JSON.stringify((await env.deps.db.query('SELECT target, state, num_retries, visible_at > now() AS later, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2, 3, 4', [env.project])).rows)} ${JSON.stringify((await env.deps.db.query('SELECT * FROM actions_target_health WHERE project = $1', [env.project])).rows)}`,
+        )
       await drainProject(env.deps, env.project, FOREVER)
       await new Promise(r => setTimeout(r, 100))
     }
@@ -87,8 +103,13 @@ describe('Retry-After on the whole target (issue 22, item 3)', () => {
     // B was not held: it was delivered during A's hold.
     expect(arrivals.filter(r => r.path === '/b' && r.at > refusedAt + 100 && r.at < refusedAt + 2_950).length).toBeGreaterThan(0)
     // Only the refused event spent an attempt on the 429.
-    const { rows } = await env.deps.db.query<{ n: number; tries: number }>(`SELECT num_retries AS tries, count(*)::int AS n FROM actions_event WHERE id = ANY($1) GROUP BY 1 ORDER BY 1`, [a])
-    expect(rows).toEqual([{ tries: 1, n: 19 }, { tries: 2, n: 1 }])
+    const { rows } = await env.deps.db.query<{ n: number; tries: number }>(
+      `SELECT num_retries AS tries, count(*)::int AS n FROM actions_event WHERE id = ANY($1) GROUP BY 1 ORDER BY 1`,
+      [a],
+    )
+    expect(rows).toEqual([
+      { tries: 1, n: 19 },
+      { tries: 2, n: 1 },
+    ])
   })
 })
-

@@ -9,7 +9,9 @@ import { enqueueMany, schemaFor, states } from '../helpers/events.js'
 
 const env = useHarness({ config: { BREAKER_FAILURES: '0' }, receiver: true })
 let port: string
-beforeAll(() => { port = new URL(env.rx.url).port })
+beforeAll(() => {
+  port = new URL(env.rx.url).port
+})
 
 describe('a variable in the URL authority', () => {
   it('delivers to the port a PORT variable holds', async () => {

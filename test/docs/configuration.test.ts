@@ -13,7 +13,12 @@ const NONE = '—'
 type Row = { setting: string; param: string; default: string; line: number }
 
 /** A table line's cells, trimmed (a formatter may pad them). */
-const cellsOf = (line: string) => line.trim().replace(/^\||\|$/g, '').split('|').map(c => c.trim())
+const cellsOf = (line: string) =>
+  line
+    .trim()
+    .replace(/^\||\|$/g, '')
+    .split('|')
+    .map(c => c.trim())
 const isHeader = (line: string) => line.trim().startsWith('|') && cellsOf(line).join('|') === cellsOf(HEADER).join('|')
 
 /** The table's rows; throws naming the line when one does not read as four cells with a backticked key. */
@@ -82,10 +87,15 @@ describe('the table parser', () => {
   // The checks above are only as good as the parser: a page it misreads would pass them vacuously.
   it('reads rows, and refuses a row that is not four cells with a key', () => {
     const page = `${HEADER}\n|---|---|---|---|\n| \`A_B\` | \`aB\` | \`10\` | text |\n| \`C\` | — | — | more |\n\nafter`
-    expect(parseTable(page).map(r => [r.setting, r.param, r.default])).toEqual([['A_B', '`aB`', '`10`'], ['C', '—', '—']])
+    expect(parseTable(page).map(r => [r.setting, r.param, r.default])).toEqual([
+      ['A_B', '`aB`', '`10`'],
+      ['C', '—', '—'],
+    ])
     expect(() => parseTable(`${HEADER}\n|---|---|---|---|\n| A_B | — | — |`)).toThrow(/expected/)
     expect(() => parseTable('no table here')).toThrow(/no table/)
-    expect(parseTable('| Setting   | Param | Default | Meaning    |\n| --- | --- | --- | --- |\n| `K` | — | `1` | padded |')).toHaveLength(1)
+    expect(parseTable('| Setting   | Param | Default | Meaning    |\n| --- | --- | --- | --- |\n| `K` | — | `1` | padded |')).toHaveLength(
+      1,
+    )
   })
 
   it('spells defaults as the page does', () => {

@@ -20,11 +20,30 @@ beforeAll(async () => {
   // Entity0 comes last, after a watch trigger on it (never fired by a mutation), so schema order shows.
   const triggers: Record<string, unknown> = {}
   for (let i = 0; i < TRIGGERS; i++) {
-    triggers[name(i)] = { type: 'basic', name: name(i), target: `hook${i % TARGETS}`, entity: `Entity${i}`, create: true, delete: i % 2 === 0, update: ['title'] }
+    triggers[name(i)] = {
+      type: 'basic',
+      name: name(i),
+      target: `hook${i % TARGETS}`,
+      entity: `Entity${i}`,
+      create: true,
+      delete: i % 2 === 0,
+      update: ['title'],
+    }
   }
   triggers.watch_entity0 = { type: 'watch', name: 'watch_entity0', target: 'hook0', entity: 'Entity0', watch: ['title'] }
-  triggers.t_extra = { type: 'basic', name: 't_extra', target: 'hook1', entity: 'Entity0', create: true, delete: false, update: false, priority: 3 }
-  const targets = Object.fromEntries(Array.from({ length: TARGETS }, (_, i) => [`hook${i}`, { type: 'webhook', name: `hook${i}`, url: `https://hooks.example.com/${i}` }]))
+  triggers.t_extra = {
+    type: 'basic',
+    name: 't_extra',
+    target: 'hook1',
+    entity: 'Entity0',
+    create: true,
+    delete: false,
+    update: false,
+    priority: 3,
+  }
+  const targets = Object.fromEntries(
+    Array.from({ length: TARGETS }, (_, i) => [`hook${i}`, { type: 'webhook', name: `hook${i}`, url: `https://hooks.example.com/${i}` }]),
+  )
   await storeSchema(db.pool, 'big', { targets, triggers })
 })
 
@@ -41,11 +60,15 @@ function mutation(i: number) {
   const s = spec(i)
   const entity = s.trigger === undefined ? `Missing${i % ENTITIES}` : `Entity${s.trigger}`
   switch (s.op) {
-    case 'create': return { operation: 'create', entity, id: i, values: { title: `T${i}` } }
-    case 'update changed': return { operation: 'update', entity, id: i, values: { title: `new ${i}` }, old: { title: `old ${i}` } }
+    case 'create':
+      return { operation: 'create', entity, id: i, values: { title: `T${i}` } }
+    case 'update changed':
+      return { operation: 'update', entity, id: i, values: { title: `new ${i}` }, old: { title: `old ${i}` } }
     // `body` is no listed field, and `title` did not change.
-    case 'update unchanged': return { operation: 'update', entity, id: i, values: { title: 'same', body: 'new' }, old: { title: 'same', body: 'old' } }
-    case 'delete': return { operation: 'delete', entity, id: i }
+    case 'update unchanged':
+      return { operation: 'update', entity, id: i, values: { title: 'same', body: 'new' }, old: { title: 'same', body: 'old' } }
+    case 'delete':
+      return { operation: 'delete', entity, id: i }
   }
 }
 
@@ -54,16 +77,22 @@ function expectedTriggers(i: number): string[] {
   const { trigger, op } = spec(i)
   if (trigger === undefined) return []
   switch (op) {
-    case 'create': return trigger === 0 ? [name(0), 't_extra'] : [name(trigger)]
-    case 'update changed': return [name(trigger)]
-    case 'update unchanged': return []
-    case 'delete': return trigger % 2 === 0 ? [name(trigger)] : []
+    case 'create':
+      return trigger === 0 ? [name(0), 't_extra'] : [name(trigger)]
+    case 'update changed':
+      return [name(trigger)]
+    case 'update unchanged':
+      return []
+    case 'delete':
+      return trigger % 2 === 0 ? [name(trigger)] : []
   }
 }
 
 describe('fan-out against a 5,000-trigger schema', () => {
   it('reads the schema parsed once, however large its stored text', async () => {
-    const { rows } = await db.pool.query<{ chars: number }>("SELECT length(schema::text) AS chars FROM actions_schema WHERE project = 'big'")
+    const { rows } = await db.pool.query<{ chars: number }>(
+      "SELECT length(schema::text) AS chars FROM actions_schema WHERE project = 'big'",
+    )
     expect(rows[0]?.chars).toBeGreaterThan(256 * 1024)
     expect((await getCurrentSchema(db.pool, 'big'))?.schema).toBe((await getCurrentSchema(db.pool, 'big'))?.schema)
   })
@@ -80,8 +109,13 @@ describe('fan-out against a 5,000-trigger schema', () => {
     expect(result.eventIds).toHaveLength(total)
     expect(result.unmatched).toEqual(expected.flatMap((t, i) => (t.length === 0 ? [i] : [])))
 
-    const { rows } = await db.pool.query<{ id: string; trigger: string; target: string; priority: number; payload: { id: number; operation: string; entity: string } }>(
-      "SELECT id, trigger, target, priority, payload FROM actions_event WHERE project = 'big'")
+    const { rows } = await db.pool.query<{
+      id: string
+      trigger: string
+      target: string
+      priority: number
+      payload: { id: number; operation: string; entity: string }
+    }>("SELECT id, trigger, target, priority, payload FROM actions_event WHERE project = 'big'")
     expect(rows).toHaveLength(total)
     const byId = new Map(rows.map(r => [r.id, r]))
     // eventIds are in request order, each mutation's ids in the order its triggers fired.

@@ -10,12 +10,14 @@ import { createPayload, TX } from '../fixtures/schemas.js'
 
 // The README's example: a producer writes events in its own content transaction.
 const env = useHarness({ config: { DISPATCH_TIME_MARGIN_MS: '1000' }, receiver: true })
-beforeAll(async () => { await schemaFor(env.deps, 'tx', { t: { url: env.rx.url } }) })
+beforeAll(async () => {
+  await schemaFor(env.deps, 'tx', { t: { url: env.rx.url } })
+})
 const rows = async () => (await env.db.pool.query<{ id: string }>(`SELECT id FROM actions_event WHERE project = 'tx'`)).rows.map(r => r.id)
 const request = (n: number) => ({ project: 'tx', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload(n) }] })
 
 describe('enqueueWithin', () => {
-  it('writes nothing when the producer\'s transaction rolls back, and nothing is sent', async () => {
+  it("writes nothing when the producer's transaction rolls back, and nothing is sent", async () => {
     const failed = await withTransaction(env.db.pool, async client => {
       await client.query('CREATE TEMP TABLE content (x int)')
       await enqueueWithin(client, request(1))
@@ -38,7 +40,9 @@ describe('enqueueWithin', () => {
   })
 
   it('throws a validation error inside the transaction and leaves the rest of it to the caller', async () => {
-    const err = await withTransaction(env.db.pool, client => enqueueWithin(client, { ...request(3), project: 'nope' })).catch((e: unknown) => e)
+    const err = await withTransaction(env.db.pool, client => enqueueWithin(client, { ...request(3), project: 'nope' })).catch(
+      (e: unknown) => e,
+    )
     expect(err).toBeInstanceOf(EnqueueValidationError)
   })
 })

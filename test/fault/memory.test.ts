@@ -18,18 +18,31 @@ async function insertLargeEvents(project: string, target: string, count: number,
 }
 
 /** Runs the dispatch child with a 128 MB heap; resolves with its exit code and output. */
-function runChild(project: string, extraEnv: Record<string, string> = {}): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }> {
+function runChild(
+  project: string,
+  extraEnv: Record<string, string> = {},
+): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, ['--max-old-space-size=128', '--import', 'tsx', 'test/fault/memory-child.ts'], {
     env: {
-      ...process.env, PROJECT: project, DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl,
-      SQS_ENDPOINT: env.queue.endpoint, LOG_LEVEL: 'error', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', ...extraEnv,
+      ...process.env,
+      PROJECT: project,
+      DATABASE_URL: env.db.url,
+      SIGNAL_QUEUE_URL: env.queue.queueUrl,
+      SQS_ENDPOINT: env.queue.endpoint,
+      LOG_LEVEL: 'error',
+      WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+      ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let stdout = ''
   let stderr = ''
-  child.stdout.on('data', c => { stdout += c })
-  child.stderr.on('data', c => { stderr += c })
+  child.stdout.on('data', c => {
+    stdout += c
+  })
+  child.stderr.on('data', c => {
+    stderr += c
+  })
   return new Promise(resolve => child.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr })))
 }
 
@@ -52,7 +65,10 @@ describe('bounded memory', () => {
     expect(delivered).toHaveLength(3000)
     expect(new Set(delivered)).toEqual(new Set(ids.map(r => r.id)))
     for (const r of env.rx.requests) expect(r.body.events.length).toBeLessThanOrEqual(1000)
-    const { rows } = await env.deps.db.query(`SELECT state, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2`, [project])
+    const { rows } = await env.deps.db.query(
+      `SELECT state, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1 GROUP BY 1, 2`,
+      [project],
+    )
     expect(rows).toEqual([{ state: 'succeed', num_retries: 1, n: 3000 }])
   }, 180_000)
 })

@@ -38,7 +38,7 @@ async function drainAgainst(hostile: Hostile, bad: Record<string, unknown> = {})
   const logs = env.captureLogs()
   await drainProject(env.deps, env.project, FOREVER).finally(() => logs.restore())
 
-  const rows = await states(env.deps, env.project) as Map<string, Row>
+  const rows = (await states(env.deps, env.project)) as Map<string, Row>
   for (const id of [...badIds, ...goodIds]) expect(rows.get(id)?.num_retries).toBe(1)
   for (const id of goodIds) expect(rows.get(id)?.state).toBe('succeed')
   for (const id of badIds) {
@@ -48,22 +48,30 @@ async function drainAgainst(hostile: Hostile, bad: Record<string, unknown> = {})
     }
   }
   for (const line of logs.lines) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(MAX_LOG_LINE_BYTES)
-  const sent: string[] = (env.rx.requests.find(r => r.path === '/bad')?.body.events ?? []).map((e: { meta: { eventId: string } }) => e.meta.eventId)
+  const sent: string[] = (env.rx.requests.find(r => r.path === '/bad')?.body.events ?? []).map(
+    (e: { meta: { eventId: string } }) => e.meta.eventId,
+  )
   const order = sent.length ? sent : badIds
   return { rows: order.map(id => rows.get(id)), logs: logs.lines }
 }
 
 /** Answers 200 JSON naming the first event of the batch failed with `error` (raw JSON text). */
-const failFirstWith = (errorJson: string): Hostile => (req, res) => {
-  res.writeHead(200, { 'content-type': 'application/json' })
-  res.end(`{"failures":[{"eventId":"${req.body.events[0].meta.eventId}","error":${errorJson}}]}`)
-}
+const failFirstWith =
+  (errorJson: string): Hostile =>
+  (req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(`{"failures":[{"eventId":"${req.body.events[0].meta.eventId}","error":${errorJson}}]}`)
+  }
 
-const retrying = (row: Row | undefined) => expect(row).toMatchObject({ state: 'retrying', num_retries: 1, log: [expect.objectContaining({ ok: false })] })
+const retrying = (row: Row | undefined) =>
+  expect(row).toMatchObject({ state: 'retrying', num_retries: 1, log: [expect.objectContaining({ ok: false })] })
 
 describe('hostile receivers', () => {
   it('stores a non-2xx body holding NUL with the NUL replaced', async () => {
-    const { rows } = await drainAgainst((_, res) => { res.writeHead(500, { 'content-type': 'text/plain' }); res.end('before\u0000after') })
+    const { rows } = await drainAgainst((_, res) => {
+      res.writeHead(500, { 'content-type': 'text/plain' })
+      res.end('before\u0000after')
+    })
     for (const row of rows) {
       retrying(row)
       expect(row?.log[0]).toMatchObject({ code: 500, errorMessage: 'Internal Server Error', response: 'before\uFFFDafter' })
@@ -71,7 +79,10 @@ describe('hostile receivers', () => {
   })
 
   it('cuts emoji text at the byte limit on a character boundary', async () => {
-    const { rows } = await drainAgainst((_, res) => { res.writeHead(502); res.end('a' + '😀'.repeat(3000)) })
+    const { rows } = await drainAgainst((_, res) => {
+      res.writeHead(502)
+      res.end('a' + '😀'.repeat(3000))
+    })
     for (const row of rows) {
       retrying(row)
       expect(row?.log[0]?.response).toBe('a' + '😀'.repeat(1023))
@@ -94,7 +105,10 @@ describe('hostile receivers', () => {
   })
 
   it('keeps 4 KiB of a huge error page', async () => {
-    const { rows } = await drainAgainst((_, res) => { res.writeHead(500, { 'content-type': 'text/html' }); res.end('<p>' + 'z'.repeat(5_000_000)) })
+    const { rows } = await drainAgainst((_, res) => {
+      res.writeHead(500, { 'content-type': 'text/html' })
+      res.end('<p>' + 'z'.repeat(5_000_000))
+    })
     for (const row of rows) {
       retrying(row)
       expect(Buffer.byteLength(String(row?.log[0]?.response))).toBe(STORED_RESPONSE_BYTES)
@@ -102,7 +116,10 @@ describe('hostile receivers', () => {
   })
 
   it('fails a huge JSON answer as an invalid response', async () => {
-    const { rows } = await drainAgainst((_, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"failures":[],"pad":"' + 'p'.repeat(5_000_000) + '"}') })
+    const { rows } = await drainAgainst((_, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end('{"failures":[],"pad":"' + 'p'.repeat(5_000_000) + '"}')
+    })
     for (const row of rows) {
       retrying(row)
       expect(row?.log[0]).toMatchObject({ code: 200, errorMessage: expect.stringMatching(/^Invalid response: body longer than/) })
@@ -110,7 +127,12 @@ describe('hostile receivers', () => {
   })
 
   it('fails the attempt of a receiver that never answers at timeoutMs', async () => {
-    const { rows } = await drainAgainst(() => { /* never answers */ }, { timeoutMs: 300 })
+    const { rows } = await drainAgainst(
+      () => {
+        /* never answers */
+      },
+      { timeoutMs: 300 },
+    )
     for (const row of rows) {
       retrying(row)
       expect(row?.log[0]).toMatchObject({ errorMessage: 'Timeout after 300 ms' })
@@ -118,12 +140,15 @@ describe('hostile receivers', () => {
   })
 
   it('fails the attempt of a receiver that trickles its body at timeoutMs', async () => {
-    const { rows } = await drainAgainst((_, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.write('{"failures":[')
-      const drip = setInterval(() => res.write(' '), 50)
-      res.on('close', () => clearInterval(drip))
-    }, { timeoutMs: 400 })
+    const { rows } = await drainAgainst(
+      (_, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.write('{"failures":[')
+        const drip = setInterval(() => res.write(' '), 50)
+        res.on('close', () => clearInterval(drip))
+      },
+      { timeoutMs: 400 },
+    )
     for (const row of rows) {
       retrying(row)
       expect(row?.log[0]).toMatchObject({ errorMessage: 'Timeout after 400 ms' })
@@ -136,15 +161,22 @@ describe('secrets echoed by a receiver', () => {
 
   it('stores and logs [redacted] where an echoed {{TOKEN}} header was', async () => {
     await setVariables(env.deps.db, env.project, { TOKEN: token }, 'set')
-    const { rows, logs } = await drainAgainst((req, res) => {
-      res.statusMessage = `Rejected ${String(req.headers.authorization)}`
-      res.writeHead(401, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ youSent: req.headers }))
-    }, { headers: { Authorization: 'Bearer {{TOKEN}}' } })
+    const { rows, logs } = await drainAgainst(
+      (req, res) => {
+        res.statusMessage = `Rejected ${String(req.headers.authorization)}`
+        res.writeHead(401, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ youSent: req.headers }))
+      },
+      { headers: { Authorization: 'Bearer {{TOKEN}}' } },
+    )
     expect(env.rx.requests.find(r => r.path === '/bad')?.headers.authorization).toBe(`Bearer ${token}`)
     for (const row of rows) {
       retrying(row)
-      expect(row?.log[0]).toMatchObject({ code: 401, errorMessage: 'Rejected Bearer [redacted]', response: expect.stringContaining('"authorization":"Bearer [redacted]"') })
+      expect(row?.log[0]).toMatchObject({
+        code: 401,
+        errorMessage: 'Rejected Bearer [redacted]',
+        response: expect.stringContaining('"authorization":"Bearer [redacted]"'),
+      })
       expect(JSON.stringify(row)).not.toContain(token)
     }
     expect(logs.join('\n')).not.toContain(token)
@@ -153,7 +185,10 @@ describe('secrets echoed by a receiver', () => {
 
   it('redacts an echoed token in a failures[].error', async () => {
     await setVariables(env.deps.db, env.project, { TOKEN: token }, 'set')
-    const { rows, logs } = await drainAgainst((req, res) => failFirstWith(JSON.stringify(`bad auth ${String(req.headers['x-key'])}`))(req, res), { headers: { 'X-Key': '{{TOKEN}}' }, maxAttempts: 1 })
+    const { rows, logs } = await drainAgainst(
+      (req, res) => failFirstWith(JSON.stringify(`bad auth ${String(req.headers['x-key'])}`))(req, res),
+      { headers: { 'X-Key': '{{TOKEN}}' }, maxAttempts: 1 },
+    )
     expect(rows[0]?.log[0]).toMatchObject({ errorMessage: 'bad auth [redacted]' })
     expect(logs.join('\n')).not.toContain(token)
   })
@@ -169,13 +204,26 @@ describe('a record statement the database refuses', () => {
       const { rows, logs } = await drainAgainst((req, res) => {
         const [first, second] = req.body.events.map((e: { meta: { eventId: string } }) => e.meta.eventId)
         res.writeHead(200, { 'content-type': 'application/json' })
-        res.end(JSON.stringify({ failures: [{ eventId: first, error: 'poison pill' }, { eventId: second, error: 'plain failure' }] }))
+        res.end(
+          JSON.stringify({
+            failures: [
+              { eventId: first, error: 'poison pill' },
+              { eventId: second, error: 'plain failure' },
+            ],
+          }),
+        )
       })
-      expect(rows[0]).toMatchObject({ state: 'retrying', num_retries: 1, log: [{ ok: false, code: 200, errorMessage: UNRECORDABLE, durationMs: expect.any(Number) }] })
+      expect(rows[0]).toMatchObject({
+        state: 'retrying',
+        num_retries: 1,
+        log: [{ ok: false, code: 200, errorMessage: UNRECORDABLE, durationMs: expect.any(Number) }],
+      })
       expect(rows[1]).toMatchObject({ state: 'retrying', num_retries: 1, log: [{ ok: false, code: 200, errorMessage: 'plain failure' }] })
       expect(rows[2]).toMatchObject({ state: 'succeed', num_retries: 1 })
       const records = logs.map(l => JSON.parse(l))
-      expect(records.some(r => r.msg === 'Could not record an attempt with its log entry; recorded a minimal one' && r.sqlState === '22000')).toBe(true)
+      expect(
+        records.some(r => r.msg === 'Could not record an attempt with its log entry; recorded a minimal one' && r.sqlState === '22000'),
+      ).toBe(true)
       expect(logs.join('\n')).not.toContain('poison')
     } finally {
       await env.deps.db.query('DROP TRIGGER refuse_poison ON actions_event')

@@ -14,7 +14,9 @@ const db = () => env.deps.db
 async function tally(project: string) {
   const { rows } = await db().query<{ state: string; due: boolean; num_retries: number; n: number }>(
     `SELECT state, visible_at <= now() AS due, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1
-     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, [project])
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+    [project],
+  )
   return rows
 }
 
@@ -25,7 +27,12 @@ describe('a drain that fails', () => {
     await schemaFor(env.deps, project, { t: { url: env.rx.url, timeoutMs: 5000 } })
     const ids = await enqueueMany(env.deps, project, 'to_t', 60)
     let calls = 0
-    const failing = { ...FOREVER, onBatch: () => { if (++calls === 1) throw new Error('a bug in a hook') } }
+    const failing = {
+      ...FOREVER,
+      onBatch: () => {
+        if (++calls === 1) throw new Error('a bug in a hook')
+      },
+    }
     const logs = env.captureLogs()
     await expect(drainProject(env.deps, project, failing).finally(() => logs.restore())).rejects.toThrow('a bug in a hook')
     // One batch was under way and stays leased (its outcome was lost with the bug); every other claim is

@@ -45,7 +45,9 @@ async function insertEvents(p: string, target: string, count: number): Promise<s
 /** The rows of events as stored, for comparing before and after a drain. */
 async function snapshot(ids: string[]) {
   const { rows } = await db().query(
-    'SELECT id, state, num_retries, visible_at, last_state_change, log FROM actions_event WHERE id = ANY($1) ORDER BY id', [ids])
+    'SELECT id, state, num_retries, visible_at, last_state_change, log FROM actions_event WHERE id = ANY($1) ORDER BY id',
+    [ids],
+  )
   return rows
 }
 
@@ -73,7 +75,6 @@ async function driveBySignals(p: string, opts: DrainOptions, ms: number): Promis
   }
   return drains
 }
-
 
 const cases: Array<{ name: string; options: Record<string, unknown>; problem: RegExp }> = [
   { name: 'timeoutMs above MAX_TARGET_TIMEOUT_MS', options: { timeoutMs: 3_600_000 }, problem: /^timeoutMs: / },
@@ -123,12 +124,22 @@ describe('a stored schema the engine cannot run', () => {
       await schemaFor(env.deps, other, { t: { url: env.rx.url + '/neighbour' } })
       const theirs = await enqueueMany(env.deps, other, 'to_t', 3)
       expect(await drainProject(env.deps, other, FOREVER)).toMatchObject({ succeeded: 3, stop: 'idle' })
-      expect(env.rx.eventIds().filter(id => theirs.includes(id)).sort()).toEqual([...theirs].sort())
+      expect(
+        env.rx
+          .eventIds()
+          .filter(id => theirs.includes(id))
+          .sort(),
+      ).toEqual([...theirs].sort())
 
       // Fixing the schema lets the held events go out, each once, with their first attempt.
       await storeRaw(env.project, {})
       expect(await drainProject(env.deps, env.project, FOREVER)).toMatchObject({ succeeded: 3 })
-      expect(env.rx.eventIds().filter(id => bad.includes(id)).sort()).toEqual([...bad].sort())
+      expect(
+        env.rx
+          .eventIds()
+          .filter(id => bad.includes(id))
+          .sort(),
+      ).toEqual([...bad].sort())
       expect([...(await states(env.deps, env.project)).values()].every(s => s.state === 'succeed' && s.num_retries === 1)).toBe(true)
     })
   }
@@ -163,7 +174,12 @@ describe('a stored schema the engine cannot run', () => {
 
     // An invocation with enough time delivers them, each once.
     expect(await drainProject(env.deps, env.project, FOREVER)).toMatchObject({ succeeded: 3 })
-    expect(env.rx.eventIds().filter(id => bad.includes(id)).sort()).toEqual([...bad].sort())
+    expect(
+      env.rx
+        .eventIds()
+        .filter(id => bad.includes(id))
+        .sort(),
+    ).toEqual([...bad].sort())
   })
 
   it('no longer stops before its first claim when the slowest target does not fit: faster targets go first', async () => {

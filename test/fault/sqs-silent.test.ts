@@ -28,7 +28,9 @@ const SLACK_MS = 5_000
 /** Fails the test instead of hanging it when `p` does not settle within `ms`. */
 async function within<T>(what: string, ms: number, p: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms) })
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)
+  })
   try {
     return await Promise.race([p, deadline])
   } finally {
@@ -73,8 +75,14 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
     const logs = captureLogs()
     let res: { eventIds: string[] }
     try {
-      res = await within('enqueue', SEND_BOUND_MS + SLACK_MS, createEnqueue(() => deps)(
-        { project: 'enq', transactionId: TX, events: [1, 2, 3].map(i => ({ trigger: 'to_t', payload: createPayload(i) })) }, createContext(30_000)))
+      res = await within(
+        'enqueue',
+        SEND_BOUND_MS + SLACK_MS,
+        createEnqueue(() => deps)(
+          { project: 'enq', transactionId: TX, events: [1, 2, 3].map(i => ({ trigger: 'to_t', payload: createPayload(i) })) },
+          createContext(30_000),
+        ),
+      )
     } finally {
       logs.restore()
     }
@@ -101,16 +109,31 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
     } finally {
       logs.restore()
     }
-    expect(logs.records().filter(r => r.level === 'error').map(r => r.msg)).toEqual(['Could not send re-drive signals; the next pass tries again'])
+    expect(
+      logs
+        .records()
+        .filter(r => r.level === 'error')
+        .map(r => r.msg),
+    ).toEqual(['Could not send re-drive signals; the next pass tries again'])
     const s = parseSamples(await within('the scrape', 5_000, scrape(pgw.url)))
-    const hb = s.find(x => x.name === 'contember_actions_worker_heartbeat_timestamp_seconds' && x.labels.job === 'contember_actions_sweeper' && x.labels.contember_project === 'swept')
+    const hb = s.find(
+      x =>
+        x.name === 'contember_actions_worker_heartbeat_timestamp_seconds' &&
+        x.labels.job === 'contember_actions_sweeper' &&
+        x.labels.contember_project === 'swept',
+    )
     expect(hb?.value).toBeGreaterThan(0)
-    expect(s.find(x => x.name === 'contember_actions_due_events' && x.labels.contember_project === 'swept' && x.labels.state === 'created')?.value).toBe(1)
+    expect(
+      s.find(x => x.name === 'contember_actions_due_events' && x.labels.contember_project === 'swept' && x.labels.state === 'created')
+        ?.value,
+    ).toBe(1)
   })
 
   it('lets a drain finish: outcomes recorded, the failed continuation signal logged, the retry left in the database', async () => {
     await schemaFor(deps, 'drained', { t: { url: rx.url, initialRepeatIntervalMs: 5_000 } })
-    const { rows: inserted } = await deps.db.query<{ id: string }>(`INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
+    const { rows: inserted } = await deps.db.query<{
+      id: string
+    }>(`INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
       SELECT gen_random_uuid(), 'drained', gen_random_uuid(), 1, 't', 'to_t', '{}'::jsonb FROM generate_series(1, 3) RETURNING id`)
     const failing = inserted[0]?.id ?? ''
     // The receiver reports one event failed: it is retried in 5 s, which needs a delayed signal.
@@ -120,20 +143,41 @@ describe.skipIf(!hasPushgateway)('an SQS endpoint that accepts connections and n
     })
     const logs = captureLogs()
     try {
-      const res = await within('the dispatch invocation', SEND_BOUND_MS + SLACK_MS, createDispatch(() => deps)(signalEvent('drained'), createContext(60_000)))
+      const res = await within(
+        'the dispatch invocation',
+        SEND_BOUND_MS + SLACK_MS,
+        createDispatch(() => deps)(signalEvent('drained'), createContext(60_000)),
+      )
       expect(res).toEqual({ batchItemFailures: [] })
     } finally {
       logs.restore()
     }
-    expect(logs.records().filter(r => r.level === 'error').map(r => r.msg)).toEqual(['Could not leave a signal for the rest of the work; the sweeper will pick it up'])
-    const { rows } = await deps.db.query<{ id: string; state: string; num_retries: number; log: unknown[] }>(`SELECT id, state, num_retries, log FROM actions_event WHERE project = 'drained'`)
+    expect(
+      logs
+        .records()
+        .filter(r => r.level === 'error')
+        .map(r => r.msg),
+    ).toEqual(['Could not leave a signal for the rest of the work; the sweeper will pick it up'])
+    const { rows } = await deps.db.query<{ id: string; state: string; num_retries: number; log: unknown[] }>(
+      `SELECT id, state, num_retries, log FROM actions_event WHERE project = 'drained'`,
+    )
     const byId = new Map(rows.map(r => [r.id, r]))
     expect(byId.get(failing)).toMatchObject({ state: 'retrying', num_retries: 1 })
     expect(byId.get(failing)?.log).toHaveLength(1)
-    expect(rows.filter(r => r.id !== failing).map(r => [r.state, r.log])).toEqual([['succeed', []], ['succeed', []]])
+    expect(rows.filter(r => r.id !== failing).map(r => [r.state, r.log])).toEqual([
+      ['succeed', []],
+      ['succeed', []],
+    ])
     // The invocation's counters still reached the Pushgateway.
     const s = parseSamples(await within('the scrape', 5_000, scrape(pgw.url)))
-    expect(s.find(x => x.name === 'contember_actions_events_succeeded_total' && x.labels.instance === 'fault-env' && x.labels.contember_project === 'drained')?.value).toBe(2)
+    expect(
+      s.find(
+        x =>
+          x.name === 'contember_actions_events_succeeded_total' &&
+          x.labels.instance === 'fault-env' &&
+          x.labels.contember_project === 'drained',
+      )?.value,
+    ).toBe(2)
   })
 })
 
@@ -143,11 +187,18 @@ describe('a Pushgateway that accepts connections and never answers', () => {
     const db = await freshDatabase()
     const queueless = await startSilentServer()
     const config = loadConfig({
-      DATABASE_URL: db.url, SIGNAL_QUEUE_URL: `${queueless.url}/000000000000/signals`, PUSHGATEWAY_URL: silent.url,
-      PUSHGATEWAY_TIMEOUT_MS: '300', SQS_REQUEST_TIMEOUT_MS: '300', SQS_MAX_ATTEMPTS: '1',
+      DATABASE_URL: db.url,
+      SIGNAL_QUEUE_URL: `${queueless.url}/000000000000/signals`,
+      PUSHGATEWAY_URL: silent.url,
+      PUSHGATEWAY_TIMEOUT_MS: '300',
+      SQS_REQUEST_TIMEOUT_MS: '300',
+      SQS_MAX_ATTEMPTS: '1',
     })
     const { log, captureLogs } = logCapture()
-    const deps = createDeps(config, { log, sqs: createSqsClient(config, { endpoint: queueless.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }) })
+    const deps = createDeps(config, {
+      log,
+      sqs: createSqsClient(config, { endpoint: queueless.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
+    })
     const logs = captureLogs()
     try {
       await schemaFor(deps, 'p', { t: { url: 'http://127.0.0.1:9' } })
@@ -155,7 +206,10 @@ describe('a Pushgateway that accepts connections and never answers', () => {
       const res = await within('the sweep', 3 * 300 + SLACK_MS, createSweeper(() => deps)({}, createContext(55_000)))
       expect(res.projects).toBe(1)
       expect(silent.accepted()).toBeGreaterThanOrEqual(2)
-      const warned = logs.records().filter(r => r.level === 'warn').map(r => r.msg)
+      const warned = logs
+        .records()
+        .filter(r => r.level === 'warn')
+        .map(r => r.msg)
       expect(warned).toContain('Could not push sweeper gauges to the Pushgateway')
       expect(warned).toContain('Could not clean up stale metric groups')
     } finally {

@@ -29,7 +29,15 @@ describe('the dispatch function', () => {
   })
 
   it('drains many projects of one batch a few at a time within a small pool', async () => {
-    const small = createDeps(loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, DB_POOL_MAX: '3', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' }), { sqs: env.queue.client, log: env.log })
+    const small = createDeps(
+      loadConfig({
+        DATABASE_URL: env.db.url,
+        SIGNAL_QUEUE_URL: env.queue.queueUrl,
+        DB_POOL_MAX: '3',
+        WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+      }),
+      { sqs: env.queue.client, log: env.log },
+    )
     const smallHandler = createHandler(() => small)
     try {
       const projects = Array.from({ length: 8 }, (_, i) => `many${i}`)
@@ -50,7 +58,12 @@ describe('the dispatch function', () => {
     const logs = env.captureLogs()
     const res = await handler(sqsEvent('not json', '{"nope":1}'), createContext()).finally(() => logs.restore())
     expect(res).toEqual({ batchItemFailures: [] })
-    expect(logs.records().filter(r => r.msg === 'Dropped a malformed dispatch signal').map(r => r.messageId)).toEqual(['m0', 'm1'])
+    expect(
+      logs
+        .records()
+        .filter(r => r.msg === 'Dropped a malformed dispatch signal')
+        .map(r => r.messageId),
+    ).toEqual(['m0', 'm1'])
   })
 
   it('reports a project whose drain throws as batch item failures, counts the crash, and still drains the others', async () => {
@@ -89,7 +102,10 @@ describe('the dispatch function', () => {
   })
 
   it('leaves one delayed signal for a retry due within 15 minutes', async () => {
-    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    env.rx.respond((_, res) => {
+      res.statusCode = 500
+      res.end()
+    })
     await schemaFor(env.deps, 'later', { t: { url: env.rx.url, initialRepeatIntervalMs: 120_000 } })
     await enqueueMany(env.deps, 'later', 'to_t', 2)
     await env.queue.drain()
@@ -103,7 +119,10 @@ describe('the dispatch function', () => {
   })
 
   it('leaves no signal for a retry more than 15 minutes away (the sweeper re-drives it)', async () => {
-    env.rx.respond((_, res) => { res.statusCode = 500; res.end() })
+    env.rx.respond((_, res) => {
+      res.statusCode = 500
+      res.end()
+    })
     await schemaFor(env.deps, 'far', { t: { url: env.rx.url, initialRepeatIntervalMs: 3_600_000 } })
     await enqueueMany(env.deps, 'far', 'to_t', 1)
     await env.queue.drain()
@@ -117,7 +136,13 @@ describe('the dispatch function', () => {
     const secret = 'SECRET-7c1e'
     await setVariables(env.deps.db, 'sec', { token: secret, path: `p${secret}` }, 'set')
     const paths: Array<[string, Responder, Record<string, unknown>?]> = [
-      ['error status', (_, res) => { res.statusCode = 500; res.end(`echo ${secret}`) }],
+      [
+        'error status',
+        (_, res) => {
+          res.statusCode = 500
+          res.end(`echo ${secret}`)
+        },
+      ],
       ['timeout', () => {}, { timeoutMs: 200 }],
       ['malformed JSON failures', (_, res) => json(res, 200, { failures: 'x' })],
       ['ids outside the batch', (_, res) => json(res, 200, { failures: [{ eventId: secret }] })],
@@ -127,14 +152,23 @@ describe('the dispatch function', () => {
     try {
       for (const [i, [, respond, extra]] of paths.entries()) {
         env.rx.respond(respond)
-        await schemaFor(env.deps, 'sec', { t: { url: `${env.rx.url}/{{path}}?key=${secret}`, headers: { Authorization: `Bearer {{token}}`, 'X-Key': secret }, maxAttempts: 1, ...extra } })
+        await schemaFor(env.deps, 'sec', {
+          t: {
+            url: `${env.rx.url}/{{path}}?key=${secret}`,
+            headers: { Authorization: `Bearer {{token}}`, 'X-Key': secret },
+            maxAttempts: 1,
+            ...extra,
+          },
+        })
         await enqueueMany(env.deps, 'sec', 'to_t', 1)
         await handler(sqsEvent('{"project":"sec"}'), createContext())
         expect(env.rx.requests.length, `path ${i} reached the receiver`).toBeGreaterThan(0)
         env.rx.requests.length = 0
       }
       // Connection refused: nothing listens on port 9.
-      await schemaFor(env.deps, 'sec', { t: { url: `http://127.0.0.1:9/{{path}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 } })
+      await schemaFor(env.deps, 'sec', {
+        t: { url: `http://127.0.0.1:9/{{path}}?key=${secret}`, headers: { 'X-Key': secret }, maxAttempts: 1 },
+      })
       await enqueueMany(env.deps, 'sec', 'to_t', 1)
       await handler(sqsEvent('{"project":"sec"}'), createContext())
       // Undefined variable.
@@ -151,14 +185,23 @@ describe('the dispatch function', () => {
     expect(all).not.toContain('127.0.0.1:9')
     const failed = [...(await states(env.deps, 'sec')).values()].map(s => (s.log[0] as { errorMessage: string }).errorMessage).sort()
     expect(failed).toEqual([
-      'Connection refused', 'Internal Server Error', 'Invalid response: "failures" must be an array',
-      'Invalid response: undefined events IDs: [redacted]', 'Reported failed by the target', 'Timeout after 200 ms', 'Undefined variable nope',
+      'Connection refused',
+      'Internal Server Error',
+      'Invalid response: "failures" must be an array',
+      'Invalid response: undefined events IDs: [redacted]',
+      'Reported failed by the target',
+      'Timeout after 200 ms',
+      'Undefined variable nope',
     ])
   })
 
   it('counts succeeded, failed attempts and terminal failures as the seed does', async () => {
     let call = 0
-    env.rx.respond((_, res) => { call++; res.statusCode = call === 1 ? 500 : 200; res.end() })
+    env.rx.respond((_, res) => {
+      call++
+      res.statusCode = call === 1 ? 500 : 200
+      res.end()
+    })
     await schemaFor(env.deps, 'cnt', { t: { url: env.rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
     await enqueueMany(env.deps, 'cnt', 'to_t', 1)
     await handler(sqsEvent('{"project":"cnt"}'), createContext())

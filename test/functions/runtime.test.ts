@@ -22,7 +22,9 @@ const calls: Array<{ target: string; body: { Name: string; WithDecryption: boole
 const rotating = { url: '' }
 const server = createServer((req, res) => {
   let body = ''
-  req.on('data', c => { body += c })
+  req.on('data', c => {
+    body += c
+  })
   req.on('end', () => {
     const parsed = JSON.parse(body)
     calls.push({ target: String(req.headers['x-amz-target']), body: parsed })
@@ -45,7 +47,8 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 })
 afterAll(() => new Promise<void>(r => server.close(() => r())))
-const reader = () => ssmParameterReader(() => new SSMClient({ endpoint: url, region: 'us-east-1', credentials: { accessKeyId: 't', secretAccessKey: 't' } }))
+const reader = () =>
+  ssmParameterReader(() => new SSMClient({ endpoint: url, region: 'us-east-1', credentials: { accessKeyId: 't', secretAccessKey: 't' } }))
 
 describe('cold-start secrets', () => {
   it('reads DATABASE_URL from the named SecureString, decrypted, when it is unset', async () => {
@@ -61,14 +64,17 @@ describe('cold-start secrets', () => {
     expect(calls.length).toBe(before)
   })
 
-  it('asks SSM once within the cache\'s max age, and again once it has passed', async () => {
+  it("asks SSM once within the cache's max age, and again once it has passed", async () => {
     const cached = reader()
     const before = calls.length
     expect(await cached('/actions/dev/cached')).toBe('postgres://app:pw-from-ssm@db:5432/app')
     expect(await cached('/actions/dev/cached')).toBe('postgres://app:pw-from-ssm@db:5432/app')
     expect(calls.length - before).toBe(1)
     // Powertools' max age is whole seconds: with 1 s, a read 1.1 s later goes to SSM again.
-    const short = ssmParameterReader(() => new SSMClient({ endpoint: url, region: 'us-east-1', credentials: { accessKeyId: 't', secretAccessKey: 't' } }), 1)
+    const short = ssmParameterReader(
+      () => new SSMClient({ endpoint: url, region: 'us-east-1', credentials: { accessKeyId: 't', secretAccessKey: 't' } }),
+      1,
+    )
     await short('/actions/dev/short')
     await new Promise(r => setTimeout(r, 1_100))
     await short('/actions/dev/short')
@@ -85,15 +91,26 @@ describe('cold-start secrets', () => {
 describe('log lines of an invocation', () => {
   it('all carry the Lambda request id of their invocation, metric lines and failure warnings included', async () => {
     // EMF on and an unreachable Pushgateway, so metric lines and a push warning are written too.
-    const env = await testEnv({ CLOUDWATCH_METRICS: 'true', PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500', BREAKER_FAILURES: '0' })
-    const rx = await startReceiver((_, res) => { res.statusCode = 500; res.end() })
+    const env = await testEnv({
+      CLOUDWATCH_METRICS: 'true',
+      PUSHGATEWAY_URL: 'http://127.0.0.1:9',
+      PUSHGATEWAY_TIMEOUT_MS: '500',
+      BREAKER_FAILURES: '0',
+    })
+    const rx = await startReceiver((_, res) => {
+      res.statusCode = 500
+      res.end()
+    })
     try {
       await schemaFor(env.deps, 'rid', { t: { url: rx.url, maxAttempts: 1 } })
       const logs = env.captureLogs()
       const first = createContext()
       const second = createContext()
       try {
-        await createEnqueue(() => env.deps)({ project: 'rid', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, first)
+        await createEnqueue(() => env.deps)(
+          { project: 'rid', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] },
+          first,
+        )
         await createDispatch(() => env.deps)(signalEvent('rid'), second)
       } finally {
         logs.restore()
@@ -141,9 +158,17 @@ describe('log lines of an invocation', () => {
   it('go to the sink each logger was given, with no process-wide switch', () => {
     const a: string[] = []
     const b: string[] = []
-    createLogger('info', l => { a.push(l) }).child({ who: 'a' }).warn('to a')
-    createLogger('info', l => { b.push(l) }).info('to b')
-    createLogger('warn', l => { b.push(l) }).info('filtered out')
+    createLogger('info', l => {
+      a.push(l)
+    })
+      .child({ who: 'a' })
+      .warn('to a')
+    createLogger('info', l => {
+      b.push(l)
+    }).info('to b')
+    createLogger('warn', l => {
+      b.push(l)
+    }).info('filtered out')
     expect(a.map(l => JSON.parse(l).msg)).toEqual(['to a'])
     expect(JSON.parse(a[0] ?? '{}').who).toBe('a')
     expect(b.map(l => JSON.parse(l).msg)).toEqual(['to b'])
@@ -181,9 +206,15 @@ describe('secrets rotation', () => {
       const stale = new URL(env.db.url)
       stale.username = 'rotated_away'
       rotating.url = stale.toString()
-      const coldStart = createColdStart({ DATABASE_URL_SSM_PARAMETER: '/rotating', SIGNAL_QUEUE_URL: env.queue.queueUrl, LOG_LEVEL: 'error' }, reader())
+      const coldStart = createColdStart(
+        { DATABASE_URL_SSM_PARAMETER: '/rotating', SIGNAL_QUEUE_URL: env.queue.queueUrl, LOG_LEVEL: 'error' },
+        reader(),
+      )
       const first = await coldStart.deps()
-      const refused = await first.db.query('SELECT 1').then(() => undefined, (e: unknown) => e)
+      const refused = await first.db.query('SELECT 1').then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(refused).toBeInstanceOf(Error)
       // Another failure is no reason to re-read anything.
       expect(coldStart.renewAfter(new Error('connect ECONNREFUSED'))).toBe(false)

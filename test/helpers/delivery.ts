@@ -16,7 +16,8 @@ export function upstreamBody(target: WebhookTarget, events: unknown): string {
   let node = body
   for (const key of target.payloadPath ?? []) {
     const next = Object.hasOwn(node, key) ? node[key] : undefined
-    if (next !== undefined && next !== null && !isObject(next)) throw new Error(`payloadPath runs into a value that is not an object at ${key}`)
+    if (next !== undefined && next !== null && !isObject(next))
+      throw new Error(`payloadPath runs into a value that is not an object at ${key}`)
     const child: Json = isObject(next) ? next : {}
     // defineProperty: a plain assignment to `__proto__` would set the prototype instead of a key.
     Object.defineProperty(node, key, { value: child, enumerable: true, writable: true, configurable: true })

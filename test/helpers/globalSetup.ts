@@ -44,4 +44,3 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await stopEmbedded?.()
   }
 }
-

@@ -31,12 +31,26 @@ export type Guarded = {
 }
 
 /** Starts `binary` under the guard, as `ids` (uid and gid) when given; no server outlives this process. */
-export function spawnGuarded(binary: string, args: string[], sig: 'TERM' | 'INT', ids?: { uid: number; gid: number }, env?: NodeJS.ProcessEnv): Guarded {
+export function spawnGuarded(
+  binary: string,
+  args: string[],
+  sig: 'TERM' | 'INT',
+  ids?: { uid: number; gid: number },
+  env?: NodeJS.ProcessEnv,
+): Guarded {
   const guard = spawn('/bin/sh', ['-c', GUARD, 'guard', binary, sig, ...args], {
-    detached: true, stdio: ['pipe', 'ignore', 'pipe'], ...(ids ?? {}), ...(env ? { env } : {}),
+    detached: true,
+    stdio: ['pipe', 'ignore', 'pipe'],
+    ...(ids ?? {}),
+    ...(env ? { env } : {}),
   })
   let done = false
-  const exited = new Promise<{ code: number | null }>(resolve => guard.once('exit', code => { done = true; resolve({ code }) }))
+  const exited = new Promise<{ code: number | null }>(resolve =>
+    guard.once('exit', code => {
+      done = true
+      resolve({ code })
+    }),
+  )
   // The guard must not keep the test process alive; its stdin closing is what stops the server.
   guard.unref()
   for (const pipe of [guard.stdin, guard.stderr]) if (pipe instanceof Socket) pipe.unref()
@@ -48,7 +62,12 @@ export function spawnGuarded(binary: string, args: string[], sig: 'TERM' | 'INT'
       if (done) return
       guard.stdin?.end()
       let timer: NodeJS.Timeout | undefined
-      const late = await Promise.race([exited.then(() => false), new Promise<boolean>(resolve => { timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS) })])
+      const late = await Promise.race([
+        exited.then(() => false),
+        new Promise<boolean>(resolve => {
+          timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS)
+        }),
+      ])
       clearTimeout(timer)
       if (late && guard.pid !== undefined) {
         try {

@@ -13,7 +13,9 @@ import { testEnv, type TestEnv } from './runtime.js'
 export const FOREVER: DrainOptions = { remainingMs: () => Number.POSITIVE_INFINITY }
 
 /** Answers 200 with an empty body: what a receiver does unless a test says otherwise. */
-const ok: Responder = (_, res) => { res.end() }
+const ok: Responder = (_, res) => {
+  res.end()
+}
 
 export type HarnessOptions<K extends string> = {
   /** Settings over the test defaults, as `loadConfig` reads them from the environment. */
@@ -64,7 +66,8 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
     if (options.pushgateway) pushgateway = await startPushgateway()
     env = await testEnv({ ...(pushgateway ? { PUSHGATEWAY_URL: pushgateway.url } : {}), ...options.config })
     if (options.receiver) rx = await started.start(options.receiver)
-    for (const [name, responder] of Object.entries<true | Responder>(options.receivers ?? {})) named.set(name, await started.start(responder))
+    for (const [name, responder] of Object.entries<true | Responder>(options.receivers ?? {}))
+      named.set(name, await started.start(responder))
   })
   beforeEach(async () => {
     project = `${prefix}${++n}`
@@ -78,19 +81,41 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
   })
 
   return {
-    get deps() { return ready('deps', env).deps },
-    get queue() { return ready('queue', env).queue },
-    get db() { return ready('database', env).db },
-    get log() { return ready('log', env).log },
-    get captureLogs() { return ready('log', env).captureLogs },
-    get rx() { return ready('receiver', rx) },
+    get deps() {
+      return ready('deps', env).deps
+    },
+    get queue() {
+      return ready('queue', env).queue
+    },
+    get db() {
+      return ready('database', env).db
+    },
+    get log() {
+      return ready('log', env).log
+    },
+    get captureLogs() {
+      return ready('log', env).captureLogs
+    },
+    get rx() {
+      return ready('receiver', rx)
+    },
     receiver: name => ready(`receiver ${name}`, named.get(name)),
-    get pushgateway() { return ready('pushgateway', pushgateway) },
-    get project() { return project },
+    get pushgateway() {
+      return ready('pushgateway', pushgateway)
+    },
+    get project() {
+      return project
+    },
     nextProject: () => (project = `${prefix}${++n}`),
     cliEnv: () => {
       const { db, queue } = ready('deps', env)
-      return { DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, AWS_ENDPOINT_URL_SQS: queue.endpoint, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' }
+      return {
+        DATABASE_URL: db.url,
+        SIGNAL_QUEUE_URL: queue.queueUrl,
+        AWS_ENDPOINT_URL_SQS: queue.endpoint,
+        AWS_ACCESS_KEY_ID: 'test',
+        AWS_SECRET_ACCESS_KEY: 'test',
+      }
     },
   }
 }
@@ -99,7 +124,9 @@ export function useHarness<K extends string = never>(options: HarnessOptions<K> 
 export function useReceiver(responder: true | Responder = true): Receiver {
   const rx = later<Receiver>('the receiver')
   const started = receiverSet()
-  beforeAll(async () => { rx.set(await started.start(responder)) })
+  beforeAll(async () => {
+    rx.set(await started.start(responder))
+  })
   beforeEach(() => started.reset())
   afterAll(() => started.close())
   return rx.handle
@@ -109,8 +136,12 @@ export function useReceiver(responder: true | Responder = true): Receiver {
 export function useDatabase(): TestDatabase {
   const db = later<TestDatabase>('the database')
   let created: TestDatabase | undefined
-  beforeAll(async () => { db.set(created = await freshDatabase()) })
-  afterAll(async () => { await created?.drop() })
+  beforeAll(async () => {
+    db.set((created = await freshDatabase()))
+  })
+  afterAll(async () => {
+    await created?.drop()
+  })
   return db.handle
 }
 
@@ -126,7 +157,12 @@ function later<T extends object>(what: string): { handle: T; set(value: T): void
       return Reflect.get(value, key)
     },
   })
-  return { handle, set: v => { value = v } }
+  return {
+    handle,
+    set: v => {
+      value = v
+    },
+  }
 }
 
 /** Receivers started for one file, each with the responder it returns to before every test. */

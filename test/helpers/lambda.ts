@@ -9,9 +9,15 @@ export function createContext(remainingMs = 60_000): Context {
 /** One SQS record as Lambda hands it to the dispatch function; message `m<i>`, receipt `r<i>`. */
 export function sqsRecord(body: string, i = 0): SQSRecord {
   return {
-    messageId: `m${i}`, receiptHandle: `r${i}`, body,
+    messageId: `m${i}`,
+    receiptHandle: `r${i}`,
+    body,
     attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
-    messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals', awsRegion: 'us-east-1',
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:signals',
+    awsRegion: 'us-east-1',
   }
 }
 

@@ -45,7 +45,9 @@ let running: Promise<RunningPgBouncer> | undefined
  */
 export function startPgBouncer(upstreamUrl: string): Promise<RunningPgBouncer> {
   running ??= launch(upstreamUrl)
-  running.catch(() => { running = undefined })
+  running.catch(() => {
+    running = undefined
+  })
   return running
 }
 
@@ -81,7 +83,9 @@ async function launch(upstreamUrl: string): Promise<RunningPgBouncer> {
   const server = spawnGuarded(binary, [...(root ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')], 'TERM')
   let log = ''
   let exitCode: number | null | undefined
-  void server.exited.then(({ code }) => { exitCode = code })
+  void server.exited.then(({ code }) => {
+    exitCode = code
+  })
   // Read its log for as long as it runs (an unread pipe would block it); keep the tail for errors.
   server.onStderr(text => {
     log = (log + text).slice(-8_000)
@@ -100,7 +104,8 @@ async function launch(upstreamUrl: string): Promise<RunningPgBouncer> {
     if (await accepts(port)) {
       const version = await versionOf(binary)
       return {
-        version, port,
+        version,
+        port,
         through: url => {
           const u = new URL(url)
           u.hostname = '127.0.0.1'
@@ -127,9 +132,18 @@ function quote(s: string): string {
 function accepts(port: number): Promise<boolean> {
   return new Promise(resolve => {
     const socket = connect(port, '127.0.0.1')
-    socket.setTimeout(1_000, () => { socket.destroy(); resolve(false) })
-    socket.once('connect', () => { socket.destroy(); resolve(true) })
-    socket.once('error', () => { socket.destroy(); resolve(false) })
+    socket.setTimeout(1_000, () => {
+      socket.destroy()
+      resolve(false)
+    })
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => {
+      socket.destroy()
+      resolve(false)
+    })
   })
 }
 
@@ -137,7 +151,9 @@ function versionOf(binary: string): Promise<string> {
   return new Promise(resolve => {
     const p = spawn(binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
     let out = ''
-    p.stdout.on('data', (c: Buffer) => { out += c.toString() })
+    p.stdout.on('data', (c: Buffer) => {
+      out += c.toString()
+    })
     p.once('error', () => resolve('pgbouncer (version unknown)'))
     p.once('exit', () => resolve(out.split('\n')[0]?.trim() || 'pgbouncer (version unknown)'))
   })
@@ -149,6 +165,8 @@ function versionOf(binary: string): Promise<string> {
  */
 export function havePgBouncer(): boolean {
   if (pgbouncerBinary()) return true
-  console.warn('\n*** SKIPPED: pgbouncer is not installed (apt-get install pgbouncer; .ci/run installs it). The PgBouncer tests did not run. ***\n')
+  console.warn(
+    '\n*** SKIPPED: pgbouncer is not installed (apt-get install pgbouncer; .ci/run installs it). The PgBouncer tests did not run. ***\n',
+  )
   return false
 }

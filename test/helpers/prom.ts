@@ -9,7 +9,8 @@ export function parseSamples(text: string): Sample[] {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line)
     if (!m) continue
     const labels: Record<string, string> = {}
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1] ?? ''] = (l[2] ?? '').replace(/\\(.)/g, '$1')
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1] ?? ''] = (l[2] ?? '').replace(/\\(.)/g, '$1')
     out.push({ name: m[1] ?? '', labels, value: Number(m[3]) })
   }
   return out

@@ -54,20 +54,28 @@ export async function startPushgateway(): Promise<RunningPushgateway> {
   const port = await freePort()
   if (!port) throw new Error('could not find a free port for prometheus-pushgateway')
   const url = `http://127.0.0.1:${port}`
-  const child = spawn(binary, [
-    `--web.listen-address=127.0.0.1:${port}`,
-    // Debian's build defaults to a persistence file under /var/lib; an empty value keeps tests in memory.
-    '--persistence.file=',
-    '--web.enable-admin-api',
-    '--log.level=warn',
-  ], { stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(
+    binary,
+    [
+      `--web.listen-address=127.0.0.1:${port}`,
+      // Debian's build defaults to a persistence file under /var/lib; an empty value keeps tests in memory.
+      '--persistence.file=',
+      '--web.enable-admin-api',
+      '--log.level=warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
 
   let stderr = ''
   child.stderr.setEncoding('utf8')
-  child.stderr.on('data', (chunk: string) => { stderr += chunk })
+  child.stderr.on('data', (chunk: string) => {
+    stderr += chunk
+  })
   const exited = new Promise<void>(resolve => child.once('exit', () => resolve()))
   let hasExited = false
-  void exited.then(() => { hasExited = true })
+  void exited.then(() => {
+    hasExited = true
+  })
 
   const stop = async () => {
     if (hasExited) return

@@ -17,7 +17,11 @@ export type Receiver = {
 }
 
 /** A real HTTP server on 127.0.0.1 that records every request and answers as told. */
-export async function startReceiver(responder: Responder = (_, res) => { res.end() }): Promise<Receiver> {
+export async function startReceiver(
+  responder: Responder = (_, res) => {
+    res.end()
+  },
+): Promise<Receiver> {
   let current = responder
   const requests: ReceivedRequest[] = []
   const server = createServer((req, res) => {
@@ -25,7 +29,14 @@ export async function startReceiver(responder: Responder = (_, res) => { res.end
     req.on('data', c => chunks.push(c))
     req.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8')
-      const received: ReceivedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: text ? JSON.parse(text) : undefined, raw: text, at: Date.now() }
+      const received: ReceivedRequest = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: text ? JSON.parse(text) : undefined,
+        raw: text,
+        at: Date.now(),
+      }
       requests.push(received)
       void Promise.resolve(current(received, res)).catch(() => res.destroy())
     })
@@ -37,11 +48,14 @@ export async function startReceiver(responder: Responder = (_, res) => { res.end
     url: `http://127.0.0.1:${port}`,
     requests,
     eventIds: () => requests.flatMap(eventIdsOf),
-    respond: r => { current = r },
-    close: () => new Promise(resolve => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    }),
+    respond: r => {
+      current = r
+    },
+    close: () =>
+      new Promise(resolve => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
@@ -59,9 +73,15 @@ export function outage(): { respond: Responder; recover(): void; delivered: Map<
   const delivered = new Map<string, number>()
   return {
     delivered,
-    recover: () => { down = false },
+    recover: () => {
+      down = false
+    },
     respond: (req, res) => {
-      if (down) { res.statusCode = 503; res.end(); return }
+      if (down) {
+        res.statusCode = 503
+        res.end()
+        return
+      }
       for (const id of eventIdsOf(req)) delivered.set(id, (delivered.get(id) ?? 0) + 1)
       res.end()
     },

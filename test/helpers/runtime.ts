@@ -23,11 +23,21 @@ export async function testEnv(env: Record<string, string> = {}): Promise<TestEnv
   const db = await freshDatabase()
   const queue = await startQueue()
   // Receivers listen on 127.0.0.1, which the egress guard refuses unless allowed.
-  const config = loadConfig({ DATABASE_URL: db.url, SIGNAL_QUEUE_URL: queue.queueUrl, LOG_LEVEL: 'debug', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', ...env })
+  const config = loadConfig({
+    DATABASE_URL: db.url,
+    SIGNAL_QUEUE_URL: queue.queueUrl,
+    LOG_LEVEL: 'debug',
+    WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+    ...env,
+  })
   const { log, captureLogs } = logCapture()
   const deps = createDeps(config, { sqs: queue.client, log })
   return {
-    deps, queue, db, log, captureLogs,
+    deps,
+    queue,
+    db,
+    log,
+    captureLogs,
     close: async () => {
       await closeDeps(deps)
       await queue.stop()
@@ -56,7 +66,9 @@ export function logCapture(): { log: Logger; sink: Sink; captureLogs(): Captured
       return {
         lines,
         records: () => lines.map(l => JSON.parse(l) as Record<string, unknown>),
-        restore: () => { captures.delete(lines) },
+        restore: () => {
+          captures.delete(lines)
+        },
       }
     },
   }

@@ -20,7 +20,10 @@ export async function startQueue(name = 'signals'): Promise<TestQueue> {
   const { queueUrl } = server.createQueue(name)
   const client = sqsClient(endpoint)
   return {
-    server, endpoint, client, queueUrl,
+    server,
+    endpoint,
+    client,
+    queueUrl,
     drain: async () => {
       const out: unknown[] = []
       for (;;) {
@@ -33,10 +36,11 @@ export async function startQueue(name = 'signals'): Promise<TestQueue> {
         }
       }
     },
-    delayed: () => (server.inspectQueue(name)?.messages.delayed ?? []).map(m => ({
-      body: JSON.parse(m.body),
-      delaySeconds: Math.round(((m.delayUntil ?? Date.now()) - Date.now()) / 1000),
-    })),
+    delayed: () =>
+      (server.inspectQueue(name)?.messages.delayed ?? []).map(m => ({
+        body: JSON.parse(m.body),
+        delaySeconds: Math.round(((m.delayUntil ?? Date.now()) - Date.now()) / 1000),
+      })),
     stop: async () => {
       client.destroy()
       await server.stop()

@@ -20,12 +20,20 @@ export function countStatements(pool: pg.Pool): { count(): number; named(name: s
       value: (...args: unknown[]): unknown => {
         n++
         const config = args[0]
-        if (typeof config === 'object' && config !== null && 'name' in config && typeof config.name === 'string') byName.set(config.name, (byName.get(config.name) ?? 0) + 1)
+        if (typeof config === 'object' && config !== null && 'name' in config && typeof config.name === 'string')
+          byName.set(config.name, (byName.get(config.name) ?? 0) + 1)
         return Reflect.apply(original, target, args)
       },
     })
   }
   pool.on('acquire', client => patch(client))
   // pool.query checks out a client itself, which the acquire hook counts; patching both would count twice.
-  return { count: () => n, named: name => byName.get(name) ?? 0, reset: () => { n = 0; byName.clear() } }
+  return {
+    count: () => n,
+    named: name => byName.get(name) ?? 0,
+    reset: () => {
+      n = 0
+      byName.clear()
+    },
+  }
 }

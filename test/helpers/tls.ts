@@ -53,17 +53,45 @@ export async function startTlsPostgres(): Promise<TlsPostgres> {
       await chown(dataDir, ids.uid, ids.gid)
     }
     await new Promise<void>((resolve, reject) => {
-      execFile(bin.initdb, ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'], { ...asPostgres, env: { LC_ALL: 'C' } }, e => (e ? reject(e) : resolve()))
+      execFile(
+        bin.initdb,
+        ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'],
+        { ...asPostgres, env: { LC_ALL: 'C' } },
+        e => (e ? reject(e) : resolve()),
+      )
     })
     const port = await freePort()
     // SIGINT: Postgres' fast shutdown.
-    const server = spawnGuarded(bin.postgres, [
-      '-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=',
-      '-c', 'ssl=on', '-c', `ssl_cert_file=${certs.serverCert}`, '-c', `ssl_key_file=${certs.serverKey}`, '-c', 'fsync=off',
-    ], 'INT', ids, { LC_ALL: 'C' })
+    const server = spawnGuarded(
+      bin.postgres,
+      [
+        '-D',
+        dataDir,
+        '-p',
+        String(port),
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'unix_socket_directories=',
+        '-c',
+        'ssl=on',
+        '-c',
+        `ssl_cert_file=${certs.serverCert}`,
+        '-c',
+        `ssl_key_file=${certs.serverKey}`,
+        '-c',
+        'fsync=off',
+      ],
+      'INT',
+      ids,
+      { LC_ALL: 'C' },
+    )
     let log = ''
     const up = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`TLS Postgres did not start within ${READY_TIMEOUT_MS / 1000} s:\n${log}`)), READY_TIMEOUT_MS)
+      const timer = setTimeout(
+        () => reject(new Error(`TLS Postgres did not start within ${READY_TIMEOUT_MS / 1000} s:\n${log}`)),
+        READY_TIMEOUT_MS,
+      )
       // Read its log for as long as it runs: an unread pipe would block it.
       server.onStderr(text => {
         log = (log + text).slice(-8_000)
@@ -99,11 +127,56 @@ async function makeCertificates(dir: string): Promise<{ caFile: string; otherCaF
   const p = (name: string) => join(dir, name)
   const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
   const caExt = ['-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']
-  await run('openssl', ['req', '-x509', ...ecKey, '-keyout', p('ca.key'), '-out', p('ca.crt'), '-days', '2', '-subj', '/CN=actions test CA', ...caExt])
-  await run('openssl', ['req', '-x509', ...ecKey, '-keyout', p('other-ca.key'), '-out', p('other-ca.crt'), '-days', '2', '-subj', '/CN=actions unrelated CA', ...caExt])
+  await run('openssl', [
+    'req',
+    '-x509',
+    ...ecKey,
+    '-keyout',
+    p('ca.key'),
+    '-out',
+    p('ca.crt'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=actions test CA',
+    ...caExt,
+  ])
+  await run('openssl', [
+    'req',
+    '-x509',
+    ...ecKey,
+    '-keyout',
+    p('other-ca.key'),
+    '-out',
+    p('other-ca.crt'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=actions unrelated CA',
+    ...caExt,
+  ])
   await run('openssl', ['req', ...ecKey, '-keyout', p('server.key'), '-out', p('server.csr'), '-subj', '/CN=localhost'])
-  await writeFile(p('server.ext'), 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n')
-  await run('openssl', ['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.crt'), '-CAkey', p('ca.key'), '-CAcreateserial', '-out', p('server.crt'), '-days', '2', '-extfile', p('server.ext')])
+  await writeFile(
+    p('server.ext'),
+    'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n',
+  )
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    p('server.csr'),
+    '-CA',
+    p('ca.crt'),
+    '-CAkey',
+    p('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    p('server.crt'),
+    '-days',
+    '2',
+    '-extfile',
+    p('server.ext'),
+  ])
   return { caFile: p('ca.crt'), otherCaFile: p('other-ca.crt'), serverCert: p('server.crt'), serverKey: p('server.key') }
 }
 

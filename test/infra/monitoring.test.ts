@@ -13,12 +13,29 @@ const alertsPath = join(monitoringDir, 'alerts.yml')
 const promtool = promtoolBinary()
 const pushgateway = pushgatewayBinary()
 
-interface Target { expr?: unknown, refId?: unknown }
-interface Panel { id?: unknown, type?: unknown, title?: unknown, targets?: Target[], panels?: Panel[] }
-interface Variable { name?: unknown, definition?: unknown }
-interface Dashboard { uid?: unknown, schemaVersion?: unknown, panels?: Panel[], templating?: { list?: Variable[] } }
+interface Target {
+  expr?: unknown
+  refId?: unknown
+}
+interface Panel {
+  id?: unknown
+  type?: unknown
+  title?: unknown
+  targets?: Target[]
+  panels?: Panel[]
+}
+interface Variable {
+  name?: unknown
+  definition?: unknown
+}
+interface Dashboard {
+  uid?: unknown
+  schemaVersion?: unknown
+  panels?: Panel[]
+  templating?: { list?: Variable[] }
+}
 
-async function run(cmd: string, args: string[]): Promise<{ code: number, output: string }> {
+async function run(cmd: string, args: string[]): Promise<{ code: number; output: string }> {
   return new Promise(resolve => {
     execFile(cmd, args, { cwd: monitoringDir }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0
@@ -36,11 +53,13 @@ function allPanels(panels: Panel[] = []): Panel[] {
   return panels.flatMap(p => [p, ...allPanels(p.panels)])
 }
 
-function dashboardExprs(dashboard: Dashboard): { where: string, expr: string }[] {
-  return allPanels(dashboard.panels).flatMap(p => (p.targets ?? []).map(t => ({
-    where: `panel ${String(p.id)} "${String(p.title)}" target ${String(t.refId)}`,
-    expr: typeof t.expr === 'string' ? t.expr : '',
-  })))
+function dashboardExprs(dashboard: Dashboard): { where: string; expr: string }[] {
+  return allPanels(dashboard.panels).flatMap(p =>
+    (p.targets ?? []).map(t => ({
+      where: `panel ${String(p.id)} "${String(p.title)}" target ${String(t.refId)}`,
+      expr: typeof t.expr === 'string' ? t.expr : '',
+    })),
+  )
 }
 
 /** What Grafana would send for "All" projects and a 5m window, so promtool can parse it. */
@@ -67,7 +86,21 @@ function alertExprs(yaml: string): string[] {
   return exprs
 }
 
-const KEYWORDS = new Set(['and', 'or', 'unless', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'offset', 'bool', 'inf', 'nan'])
+const KEYWORDS = new Set([
+  'and',
+  'or',
+  'unless',
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'offset',
+  'bool',
+  'inf',
+  'nan',
+])
 
 /**
  * Metric names a PromQL expression selects: identifiers left once strings, label matchers,
@@ -85,7 +118,7 @@ function metricNames(expr: string): string[] {
 
 /** Every series name our code exposes, as Prometheus sees it after the Pushgateway. */
 async function knownMetricNames(): Promise<Set<string>> {
-  const metrics = [...await createMetrics().registry.getMetricsAsJSON(), ...await createSweeperGauges().registry.getMetricsAsJSON()]
+  const metrics = [...(await createMetrics().registry.getMetricsAsJSON()), ...(await createSweeperGauges().registry.getMetricsAsJSON())]
   const names = new Set(['push_time_seconds', 'push_failure_time_seconds'])
   for (const { name, type } of metrics) {
     names.add(name)
@@ -116,7 +149,8 @@ describe('dashboard', () => {
       expect(targets.length, `panel "${String(panel.title)}" has no targets`).toBeGreaterThan(0)
       const refIds = targets.map(t => t.refId)
       expect(new Set(refIds).size, `panel "${String(panel.title)}" repeats a refId`).toBe(refIds.length)
-      for (const t of targets) expect(typeof t.expr === 'string' && t.expr.trim() !== '', `panel "${String(panel.title)}" has an empty expr`).toBe(true)
+      for (const t of targets)
+        expect(typeof t.expr === 'string' && t.expr.trim() !== '', `panel "${String(panel.title)}" has an empty expr`).toBe(true)
     }
   })
 
@@ -137,14 +171,22 @@ describe('metric names', () => {
       ...alerts.map((expr, i) => ({ where: `alerts.yml expr #${i + 1}`, expr })),
       ...dashboardExprs(await loadDashboard()).map(({ where, expr }) => ({ where, expr: concrete(expr) })),
     ]
-    const unknown = sources.flatMap(({ where, expr }) => metricNames(expr).filter(n => !known.has(n)).map(n => `${where}: ${n}`))
+    const unknown = sources.flatMap(({ where, expr }) =>
+      metricNames(expr)
+        .filter(n => !known.has(n))
+        .map(n => `${where}: ${n}`),
+    )
     expect(unknown).toEqual([])
     // Guard the extractor itself: it must find the names it is meant to check.
     expect(metricNames(sources[0]?.expr ?? '')).toContain('contember_actions_worker_heartbeat_timestamp_seconds')
   })
 
   it('extractor ignores functions, keywords, labels, strings and ranges', () => {
-    expect(metricNames('sum by (le, p) (rate(a_bucket{job="x_total"}[5m])) > 0 or absent(b offset 10m) and on (x) time() - c')).toEqual(['a_bucket', 'b', 'c'])
+    expect(metricNames('sum by (le, p) (rate(a_bucket{job="x_total"}[5m])) > 0 or absent(b offset 10m) and on (x) time() - c')).toEqual([
+      'a_bucket',
+      'b',
+      'c',
+    ])
   })
 })
 

@@ -67,12 +67,19 @@ async function npmStart(dataDir: string): Promise<Started> {
   // Everything embedded: the test is about the stack's own Postgres and queue.
   for (const k of ['DATABASE_URL', 'SIGNAL_QUEUE_URL', 'AWS_ENDPOINT_URL_SQS', 'PORT', 'PUSHGATEWAY_URL']) delete env[k]
   const child = spawn('npm', ['start', '--', '--port', '0', '--data-dir', dataDir, '--sweep-interval', '3600'], {
-    cwd: REPO, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: REPO,
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
   children.push(child)
   let out = ''
-  child.stdout?.on('data', (c: Buffer) => { out += c.toString() })
-  child.stderr?.on('data', (c: Buffer) => { out += c.toString() })
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString()
+  })
+  child.stderr?.on('data', (c: Buffer) => {
+    out += c.toString()
+  })
   const exited = new Promise<number | null>(resolve => child.once('exit', code => resolve(code)))
   await until('the stack to be ready', () => out.includes('ready; Ctrl-C to stop') || child.exitCode !== null, 90_000)
   const url = /POST (http:\/\/127\.0\.0\.1:\d+)\/enqueue/.exec(out)?.[1]
@@ -82,7 +89,12 @@ async function npmStart(dataDir: string): Promise<Started> {
 }
 
 async function post(url: string, method: string, body: unknown): Promise<void> {
-  const res = await fetch(url, { method, body: JSON.stringify(body), headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(10_000) })
+  const res = await fetch(url, {
+    method,
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+    signal: AbortSignal.timeout(10_000),
+  })
   if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${await res.text()}`)
 }
 
@@ -100,10 +112,26 @@ async function stopsLikeAService(project: string, send: (s: Started) => void) {
   const first = await npmStart(dataDir)
   const pgid = first.child.pid ?? 0
   await post(`${first.url}/schema/${project}`, 'PUT', {
-    targets: { hook: { type: 'webhook', name: 'hook', url: `${rx.url}/hook`, timeoutMs: TIMEOUT_MS, batchSize: 1, maxAttempts: 5, initialRepeatIntervalMs: 1_000 } },
-    triggers: { created: { type: 'basic', name: 'created', entity: 'Article', create: true, delete: false, update: false, target: 'hook' } },
+    targets: {
+      hook: {
+        type: 'webhook',
+        name: 'hook',
+        url: `${rx.url}/hook`,
+        timeoutMs: TIMEOUT_MS,
+        batchSize: 1,
+        maxAttempts: 5,
+        initialRepeatIntervalMs: 1_000,
+      },
+    },
+    triggers: {
+      created: { type: 'basic', name: 'created', entity: 'Article', create: true, delete: false, update: false, target: 'hook' },
+    },
   })
-  await post(`${first.url}/enqueue`, 'POST', { project, transactionId: TX, events: Array.from({ length: EVENTS }, (_, i) => ({ trigger: 'created', payload: createPayload(i) })) })
+  await post(`${first.url}/enqueue`, 'POST', {
+    project,
+    transactionId: TX,
+    events: Array.from({ length: EVENTS }, (_, i) => ({ trigger: 'created', payload: createPayload(i) })),
+  })
   await until('eight deliveries in flight', () => held.length >= IN_FLIGHT, 30_000)
   expect(held).toHaveLength(IN_FLIGHT)
 
@@ -141,11 +169,15 @@ async function stopsLikeAService(project: string, send: (s: Started) => void) {
 }
 
 describe('npm start under a signal', () => {
-  it('stops on SIGTERM to npm\'s pid after its in-flight deliveries, records them, and leaves no process', async () => {
-    await stopsLikeAService('term', s => { s.child.kill('SIGTERM') })
+  it("stops on SIGTERM to npm's pid after its in-flight deliveries, records them, and leaves no process", async () => {
+    await stopsLikeAService('term', s => {
+      s.child.kill('SIGTERM')
+    })
   }, 180_000)
 
   it('stops on SIGINT to the whole process group (Ctrl-C) with Postgres stopped last', async () => {
-    await stopsLikeAService('int', s => { signalGroup(s.child.pid ?? 0, 'SIGINT') })
+    await stopsLikeAService('int', s => {
+      signalGroup(s.child.pid ?? 0, 'SIGINT')
+    })
   }, 180_000)
 })

@@ -20,7 +20,9 @@ const REQUEST_TIMEOUT_MS = 2_000
 async function rawRequest(parts: Array<string | number>): Promise<{ text: string; ms: number }> {
   const socket = connect(Number(new URL(stack.url).port), '127.0.0.1')
   let text = ''
-  socket.setEncoding('utf8').on('data', (d: string) => { text += d })
+  socket.setEncoding('utf8').on('data', (d: string) => {
+    text += d
+  })
   const closed = new Promise<void>(resolve => socket.once('close', () => resolve()))
   socket.on('error', () => {})
   const start = performance.now()
@@ -38,7 +40,10 @@ beforeAll(async () => {
   const capture = logCapture()
   logs = capture.captureLogs()
   stack = await startLocalStack({
-    env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn', MAX_TARGET_TIMEOUT_MS: '90000' }, port: 0, sweepIntervalMs: 3_600_000, logSink: capture.sink,
+    env: { DATABASE_URL: db.url, LOG_LEVEL: 'warn', MAX_TARGET_TIMEOUT_MS: '90000' },
+    port: 0,
+    sweepIntervalMs: 3_600_000,
+    logSink: capture.sink,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
   })
 })
@@ -52,9 +57,10 @@ async function send(method: string, path: string, body?: string | Uint8Array): P
   return { status: res.status, json: (await res.json()) as Record<string, unknown> }
 }
 
-describe('the local stack\'s HTTP endpoint', () => {
+describe("the local stack's HTTP endpoint", () => {
   it('answers 408 and closes a request that stops arriving, at its time limit and not before', async () => {
-    const head = (length: number) => `POST /enqueue HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${length}\r\n\r\n`
+    const head = (length: number) =>
+      `POST /enqueue HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${length}\r\n\r\n`
     logs.lines.length = 0
     // Half of the body, then nothing.
     const stalled = await rawRequest([head(10), '{"proj'])
@@ -74,7 +80,12 @@ describe('the local stack\'s HTTP endpoint', () => {
     const cases: Array<[string, string, string | Uint8Array | undefined, number]> = [
       ['POST', '/enqueue', `{"project": "p", "url": "${secret}" oops`, 400],
       ['PUT', '/schema/p', `{"targets": {"t": {"url": "${secret}"`, 400],
-      ['PUT', '/schema/p', JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: secret, timeoutMs: -1 } }, triggers: {} }), 400],
+      [
+        'PUT',
+        '/schema/p',
+        JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: secret, timeoutMs: -1 } }, triggers: {} }),
+        400,
+      ],
       ['POST', '/enqueue', JSON.stringify({ project: 'nobody', transactionId: TX, events: [{ trigger: secret, payload: {} }] }), 400],
       ['POST', '/enqueue', new Uint8Array(6 * 1024 * 1024 + 1).fill(32), 413],
       ['GET', '/events/%E0%A4%A', undefined, 400],
@@ -96,7 +107,8 @@ describe('the local stack\'s HTTP endpoint', () => {
   })
 
   it('validates PUT /schema with the configured MAX_TARGET_TIMEOUT_MS, not the default', async () => {
-    const schema = (timeoutMs: number) => JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: 'https://hooks.example/t', timeoutMs } }, triggers: {} })
+    const schema = (timeoutMs: number) =>
+      JSON.stringify({ targets: { t: { type: 'webhook', name: 't', url: 'https://hooks.example/t', timeoutMs } }, triggers: {} })
     // 70 s is over the default bound (60 s); the stack runs with 90 s configured.
     expect(await send('PUT', '/schema/bounded', schema(70_000))).toMatchObject({ status: 200, json: { version: 1 } })
     const over = await send('PUT', '/schema/bounded', schema(95_000))
@@ -107,7 +119,12 @@ describe('the local stack\'s HTTP endpoint', () => {
   it('listens, and lets its SQS emulator listen, on 127.0.0.1 only', async () => {
     // /proc/net/tcp lists listening sockets (state 0A) with their local address; 0100007F is 127.0.0.1.
     const table = await readFile('/proc/net/tcp', 'utf8').catch(() => '')
-    const listening = table.split('\n').slice(1).map(l => l.trim().split(/\s+/)).filter(f => f[3] === '0A').map(f => f[1] ?? '')
+    const listening = table
+      .split('\n')
+      .slice(1)
+      .map(l => l.trim().split(/\s+/))
+      .filter(f => f[3] === '0A')
+      .map(f => f[1] ?? '')
     for (const url of [stack.url, stack.sqsEndpoint ?? '']) {
       const port = Number(new URL(url).port).toString(16).toUpperCase().padStart(4, '0')
       const own = listening.filter(local => local.endsWith(`:${port}`))
@@ -117,16 +134,24 @@ describe('the local stack\'s HTTP endpoint', () => {
   })
 })
 
-describe('the local stack\'s SQS client', () => {
+describe("the local stack's SQS client", () => {
   it('makes SQS_MAX_ATTEMPTS attempts against a queue endpoint that never answers, then fails to start', async () => {
     const silent = await startSilentServer()
     try {
       const started = startLocalStack({
         env: {
-          DATABASE_URL: db.url, LOG_LEVEL: 'error', SIGNAL_QUEUE_URL: `${silent.url}/000000000000/signals`, AWS_ENDPOINT_URL_SQS: silent.url,
-          AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', SQS_MAX_ATTEMPTS: '3', SQS_REQUEST_TIMEOUT_MS: '300', SQS_CONNECT_TIMEOUT_MS: '300',
+          DATABASE_URL: db.url,
+          LOG_LEVEL: 'error',
+          SIGNAL_QUEUE_URL: `${silent.url}/000000000000/signals`,
+          AWS_ENDPOINT_URL_SQS: silent.url,
+          AWS_ACCESS_KEY_ID: 'test',
+          AWS_SECRET_ACCESS_KEY: 'test',
+          SQS_MAX_ATTEMPTS: '3',
+          SQS_REQUEST_TIMEOUT_MS: '300',
+          SQS_CONNECT_TIMEOUT_MS: '300',
         },
-        port: 0, sweepIntervalMs: 3_600_000,
+        port: 0,
+        sweepIntervalMs: 3_600_000,
       })
       await expect(started).rejects.toThrow()
       // One connection per attempt: the attempt that timed out closed its own.

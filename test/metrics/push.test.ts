@@ -17,11 +17,16 @@ beforeAll(async () => {
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 })
-afterAll(async () => { await new Promise(resolve => server.close(resolve)) })
+afterAll(async () => {
+  await new Promise(resolve => server.close(resolve))
+})
 
 describe('a push the Pushgateway refuses', () => {
   it('fails with the status and a bounded, cleaned start of the answer', async () => {
-    const error = await pushRegistry(url, new Registry(), { job: 'j' }, { replace: false, timeoutMs: 2_000 }).then(() => undefined, (e: unknown) => e)
+    const error = await pushRegistry(url, new Registry(), { job: 'j' }, { replace: false, timeoutMs: 2_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(error).toBeInstanceOf(PushError)
     const message = error instanceof Error ? error.message : ''
     expect(message).toMatch(/^Pushgateway answered 400: bad metric /)

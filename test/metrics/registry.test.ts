@@ -30,20 +30,30 @@ describe('metric series', () => {
   })
 
   it('states a unit in every help text', async () => {
-    const all = [...await createMetrics().registry.getMetricsAsJSON(), ...await createSweeperGauges().registry.getMetricsAsJSON()]
+    const all = [...(await createMetrics().registry.getMetricsAsJSON()), ...(await createSweeperGauges().registry.getMetricsAsJSON())]
     const unitless = all.filter(m => !/\b(events|attempts|drains|targets|pushes|seconds)\b/.test(m.help)).map(m => m.name)
     expect(all.length).toBeGreaterThan(10)
     expect(unitless).toEqual([])
   })
 
-  it('keeps the seed\'s names and help texts', async () => {
+  it("keeps the seed's names and help texts", async () => {
     const json = await createMetrics().registry.getMetricsAsJSON()
     const help = Object.fromEntries(json.map(m => [m.name, m.help]))
-    expect(help.contember_actions_events_enqueued_total).toBe('Total number of action events written to the queue (inflow), by contember_project.')
-    expect(help.contember_actions_events_succeeded_total).toBe('Total number of action events delivered successfully, by contember_project.')
-    expect(help.contember_actions_delivery_attempts_failed_total).toBe('Total number of failed webhook delivery attempts (including attempts that will be retried), by contember_project.')
-    expect(help.contember_actions_events_failed_total).toBe('Total number of action events that reached a terminal failed state (retries exhausted or unknown target), by contember_project.')
-    expect(help.contember_actions_worker_crashed_total).toBe('Total number of drains of a contember_project that dispatch abandoned on an error (count; SQS redelivers the signal, the sweeper re-drives the events). Invocations killed by a Lambda timeout or out of memory cannot count themselves.')
+    expect(help.contember_actions_events_enqueued_total).toBe(
+      'Total number of action events written to the queue (inflow), by contember_project.',
+    )
+    expect(help.contember_actions_events_succeeded_total).toBe(
+      'Total number of action events delivered successfully, by contember_project.',
+    )
+    expect(help.contember_actions_delivery_attempts_failed_total).toBe(
+      'Total number of failed webhook delivery attempts (including attempts that will be retried), by contember_project.',
+    )
+    expect(help.contember_actions_events_failed_total).toBe(
+      'Total number of action events that reached a terminal failed state (retries exhausted or unknown target), by contember_project.',
+    )
+    expect(help.contember_actions_worker_crashed_total).toBe(
+      'Total number of drains of a contember_project that dispatch abandoned on an error (count; SQS redelivers the signal, the sweeper re-drives the events). Invocations killed by a Lambda timeout or out of memory cannot count themselves.',
+    )
   })
 })
 
@@ -53,19 +63,30 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
   it('sum to what the database says happened', async () => {
     // Every third request fails, so some events retry and some fail for good.
     let call = 0
-    env.rx.respond((_, res) => { res.statusCode = ++call % 3 === 0 ? 500 : 200; res.end() })
+    env.rx.respond((_, res) => {
+      res.statusCode = ++call % 3 === 0 ? 500 : 200
+      res.end()
+    })
     for (const p of ['m1', 'm2']) await schemaFor(env.deps, p, { t: { url: env.rx.url, maxAttempts: 2, initialRepeatIntervalMs: 1 } })
     // Three simulated Lambda execution environments: own registry, own pool, own grouping key.
-    const environments = await Promise.all([1, 2, 3].map(async i => {
-      const config = loadConfig({ ...Object.fromEntries(Object.entries(env.deps.config).map(([k, v]) => [k, String(v ?? '')])), METRICS_INSTANCE: `env-${i}` })
-      const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
-      return { deps, enqueue: createEnqueue(() => deps), dispatch: createDispatch(() => deps) }
-    }))
+    const environments = await Promise.all(
+      [1, 2, 3].map(async i => {
+        const config = loadConfig({
+          ...Object.fromEntries(Object.entries(env.deps.config).map(([k, v]) => [k, String(v ?? '')])),
+          METRICS_INSTANCE: `env-${i}`,
+        })
+        const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
+        return { deps, enqueue: createEnqueue(() => deps), dispatch: createDispatch(() => deps) }
+      }),
+    )
     try {
       for (let round = 0; round < 3; round++) {
         for (const [i, e] of environments.entries()) {
           const project = i % 2 === 0 ? 'm1' : 'm2'
-          await e.enqueue({ project, transactionId: TX, events: Array.from({ length: 10 }, (_, j) => ({ trigger: 'to_t', payload: createPayload(j) })) }, createContext())
+          await e.enqueue(
+            { project, transactionId: TX, events: Array.from({ length: 10 }, (_, j) => ({ trigger: 'to_t', payload: createPayload(j) })) },
+            createContext(),
+          )
           await e.dispatch(signalEvent(project), createContext())
         }
         await new Promise(r => setTimeout(r, 5))
@@ -99,11 +120,19 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
   })
 
   it('does not fail an invocation when the Pushgateway is unreachable, and counts the failed push', async () => {
-    const config = loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, PUSHGATEWAY_URL: 'http://127.0.0.1:9', PUSHGATEWAY_TIMEOUT_MS: '500' })
+    const config = loadConfig({
+      DATABASE_URL: env.db.url,
+      SIGNAL_QUEUE_URL: env.queue.queueUrl,
+      PUSHGATEWAY_URL: 'http://127.0.0.1:9',
+      PUSHGATEWAY_TIMEOUT_MS: '500',
+    })
     const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
     const logs = env.captureLogs()
     try {
-      const res = await createEnqueue(() => deps)({ project: 'm1', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] }, createContext())
+      const res = await createEnqueue(() => deps)(
+        { project: 'm1', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload() }] },
+        createContext(),
+      )
       expect(res.eventIds).toHaveLength(1)
       // Enqueue does not await its push (see the next describe): the refusal is logged a moment later.
       await until('the failed push', () => logs.records().some(r => r.msg === 'Could not push metrics to the Pushgateway'))
@@ -118,8 +147,7 @@ describe.skipIf(!requireBinary('prometheus-pushgateway', pushgatewayBinary()))('
   })
 })
 
-
-describe('enqueue on its caller\'s request path', () => {
+describe("enqueue on its caller's request path", () => {
   const env = useHarness()
   let gateway: Server
   const sockets = new Set<Socket>()
@@ -128,7 +156,9 @@ describe('enqueue on its caller\'s request path', () => {
     // A Pushgateway that accepts connections, reads what it is sent and never answers.
     gateway = createServer(socket => {
       sockets.add(socket)
-      socket.on('data', chunk => { received += chunk.toString('latin1') })
+      socket.on('data', chunk => {
+        received += chunk.toString('latin1')
+      })
       socket.on('close', () => sockets.delete(socket))
     })
     await new Promise<void>(resolve => gateway.listen(0, '127.0.0.1', resolve))
@@ -141,12 +171,20 @@ describe('enqueue on its caller\'s request path', () => {
   it('returns before its Pushgateway push could have completed, and the push still goes out', async () => {
     const { port } = gateway.address() as AddressInfo
     // A long push timeout: an awaited push would hold enqueue for all of it.
-    const config = loadConfig({ DATABASE_URL: env.db.url, SIGNAL_QUEUE_URL: env.queue.queueUrl, PUSHGATEWAY_URL: `http://127.0.0.1:${port}`, PUSHGATEWAY_TIMEOUT_MS: '60000' })
+    const config = loadConfig({
+      DATABASE_URL: env.db.url,
+      SIGNAL_QUEUE_URL: env.queue.queueUrl,
+      PUSHGATEWAY_URL: `http://127.0.0.1:${port}`,
+      PUSHGATEWAY_TIMEOUT_MS: '60000',
+    })
     const deps = createDeps(config, { sqs: env.queue.client, log: env.log })
     try {
       await schemaFor(env.deps, 'hang', { t: { url: 'http://127.0.0.1:9' } })
       for (let i = 0; i < 2; i++) {
-        const res = await createEnqueue(() => deps)({ project: 'hang', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload(i) }] }, createContext())
+        const res = await createEnqueue(() => deps)(
+          { project: 'hang', transactionId: TX, events: [{ trigger: 'to_t', payload: createPayload(i) }] },
+          createContext(),
+        )
         expect(res.eventIds).toHaveLength(1)
       }
       // Both enqueues have returned; the gateway has answered nothing, so no push has completed,
@@ -154,7 +192,10 @@ describe('enqueue on its caller\'s request path', () => {
       await until('the push request', () => received.includes('contember_actions_events_enqueued_total'))
       expect(received).toMatch(/^POST \/metrics\/job@base64\//)
       expect(sockets.size).toBe(1)
-      expect((await deps.metrics.registry.getMetricsAsJSON()).find(m => m.name === 'contember_actions_metrics_push_failed_total')?.values[0]?.value ?? 0).toBe(0)
+      expect(
+        (await deps.metrics.registry.getMetricsAsJSON()).find(m => m.name === 'contember_actions_metrics_push_failed_total')?.values[0]
+          ?.value ?? 0,
+      ).toBe(0)
     } finally {
       await closeDeps(deps)
     }

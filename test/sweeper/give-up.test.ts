@@ -13,7 +13,10 @@ import { outage } from '../helpers/receiver.js'
 
 // One second.
 const HOURS = 1 / 3600
-const env = useHarness({ config: { DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '60000', PAUSED_GIVE_UP_HOURS: String(HOURS) }, receiver: true })
+const env = useHarness({
+  config: { DISPATCH_CONCURRENCY: '1', BREAKER_FAILURES: '2', BREAKER_PROBE_MS: '60000', PAUSED_GIVE_UP_HOURS: String(HOURS) },
+  receiver: true,
+})
 
 describe('PAUSED_GIVE_UP_HOURS', () => {
   it('fails the events of a target paused longer, naming the pause, counts them, and a bulk retry after recovery delivers each once', async () => {
@@ -21,20 +24,29 @@ describe('PAUSED_GIVE_UP_HOURS', () => {
     env.rx.respond(target.respond)
     await schemaFor(env.deps, 'outage', { t: { url: env.rx.url, maxAttempts: 10, initialRepeatIntervalMs: 1 } })
     const ids = await enqueueMany(env.deps, 'outage', 'to_t', 5)
-    for (let i = 0; i < 10 && !(await targetHealth(env.deps.db, 'outage', 't'))?.paused_at; i++) await drainProject(env.deps, 'outage', FOREVER)
+    for (let i = 0; i < 10 && !(await targetHealth(env.deps.db, 'outage', 't'))?.paused_at; i++)
+      await drainProject(env.deps, 'outage', FOREVER)
     expect(await targetHealth(env.deps.db, 'outage', 't')).toMatchObject({ paused_reason: 'failures' })
 
     // Not yet: the pause is younger than the bound.
     expect((await sweep(env.deps, { remainingMs: () => 60_000 })).gaveUp).toEqual({})
     await new Promise(r => setTimeout(r, 1_200))
-    const before = (await env.deps.metrics.registry.getSingleMetric('contember_actions_events_failed_total')?.get())?.values.find(v => v.labels.contember_project === 'outage')?.value ?? 0
+    const before =
+      (await env.deps.metrics.registry.getSingleMetric('contember_actions_events_failed_total')?.get())?.values.find(
+        v => v.labels.contember_project === 'outage',
+      )?.value ?? 0
     const res = await sweep(env.deps, { remainingMs: () => 60_000 })
     expect(res.gaveUp).toEqual({ outage: 5 })
-    const after = (await env.deps.metrics.registry.getSingleMetric('contember_actions_events_failed_total')?.get())?.values.find(v => v.labels.contember_project === 'outage')?.value ?? 0
+    const after =
+      (await env.deps.metrics.registry.getSingleMetric('contember_actions_events_failed_total')?.get())?.values.find(
+        v => v.labels.contember_project === 'outage',
+      )?.value ?? 0
     expect(after - before).toBe(5)
     for (const row of (await states(env.deps, 'outage')).values()) {
       expect(row.state).toBe('failed')
-      expect(JSON.stringify(row.log.at(-1))).toMatch(/Gave up: the target has been paused since \d{4}-\d\d-\d\dT[\d:]+Z \(down\), longer than PAUSED_GIVE_UP_HOURS/)
+      expect(JSON.stringify(row.log.at(-1))).toMatch(
+        /Gave up: the target has been paused since \d{4}-\d\d-\d\dT[\d:]+Z \(down\), longer than PAUSED_GIVE_UP_HOURS/,
+      )
     }
     // The target stays paused.
     expect(await targetHealth(env.deps.db, 'outage', 't')).toMatchObject({ paused_reason: 'failures' })
@@ -42,7 +54,16 @@ describe('PAUSED_GIVE_UP_HOURS', () => {
     // Recovery: the target answers again and is resumed; a bulk retry delivers every event once.
     target.recover()
     await resumeTarget(env.deps.db, 'outage', 't')
-    expect(await retryEvents(env.deps.db, { project: 'outage', target: undefined, state: 'failed', since: undefined, until: undefined, limit: 100 })).toBe(5)
+    expect(
+      await retryEvents(env.deps.db, {
+        project: 'outage',
+        target: undefined,
+        state: 'failed',
+        since: undefined,
+        until: undefined,
+        limit: 100,
+      }),
+    ).toBe(5)
     await drainProject(env.deps, 'outage', FOREVER)
     expect([...target.delivered.keys()].sort()).toEqual([...ids].sort())
     expect([...target.delivered.values()].every(v => v === 1)).toBe(true)

@@ -13,7 +13,12 @@ const hasPushgateway = requireBinary('prometheus-pushgateway', pushgatewayBinary
 const HEARTBEAT = 'contember_actions_worker_heartbeat_timestamp_seconds'
 
 describe('the heartbeat value', () => {
-  const backlog = (oldestDueAgeSeconds: number) => ({ project: 'p', due: { created: 1, retrying: 0, processing: 0 }, oldestDueAgeSeconds, failed: 0 })
+  const backlog = (oldestDueAgeSeconds: number) => ({
+    project: 'p',
+    due: { created: 1, retrying: 0, processing: 0 },
+    oldestDueAgeSeconds,
+    failed: 0,
+  })
   it('is the pass time while nothing is due, or due only within the grace', () => {
     expect(heartbeatOf(undefined, undefined, 1_000)).toBe(1_000)
     expect(heartbeatOf(backlog(OVERDUE_GRACE_SECONDS), 500, 1_000)).toBe(1_000)
@@ -43,12 +48,20 @@ describe.skipIf(!hasPushgateway)('the heartbeat the sweeper pushes', () => {
   const sweep = () => createSweeper(() => env.deps)({}, createContext(60_000))
   const forever = { remainingMs: () => 60_000 }
   const heartbeats = async () => {
-    const s = parseSamples(await scrape(env.pushgateway.url)).filter(x => x.name === HEARTBEAT && x.labels.job === 'contember_actions_sweeper')
+    const s = parseSamples(await scrape(env.pushgateway.url)).filter(
+      x => x.name === HEARTBEAT && x.labels.job === 'contember_actions_sweeper',
+    )
     return Object.fromEntries(s.map(x => [x.labels.contember_project ?? '', x.value]))
   }
   const progressOf = async (project: string) =>
-    (await env.deps.db.query<{ at: number }>(`SELECT extract(epoch FROM progressed_at)::float8 AS at FROM actions_dispatch_progress WHERE project = $1`, [project])).rows[0]?.at
-  const dbNow = async () => (await env.deps.db.query<{ now: number }>(`SELECT extract(epoch FROM now())::float8 AS now`)).rows[0]?.now ?? NaN
+    (
+      await env.deps.db.query<{ at: number }>(
+        `SELECT extract(epoch FROM progressed_at)::float8 AS at FROM actions_dispatch_progress WHERE project = $1`,
+        [project],
+      )
+    ).rows[0]?.at
+  const dbNow = async () =>
+    (await env.deps.db.query<{ now: number }>(`SELECT extract(epoch FROM now())::float8 AS now`)).rows[0]?.now ?? NaN
   const tick = () => new Promise(r => setTimeout(r, 1_100))
 
   it('goes stale within one sweep when dispatch stops making progress on due events, and stays fresh while idle', async () => {
@@ -70,7 +83,10 @@ describe.skipIf(!hasPushgateway)('the heartbeat the sweeper pushes', () => {
 
     // Dispatch stops: new events wait, and have been due for longer than a sweep interval.
     await enqueueMany(env.deps, 'busy', 'to_t', 5)
-    await env.deps.db.query(`UPDATE actions_event SET visible_at = now() - make_interval(secs => $1) WHERE project = 'busy' AND state = 'created'`, [OVERDUE_GRACE_SECONDS + 30])
+    await env.deps.db.query(
+      `UPDATE actions_event SET visible_at = now() - make_interval(secs => $1) WHERE project = 'busy' AND state = 'created'`,
+      [OVERDUE_GRACE_SECONDS + 30],
+    )
     await tick()
     await sweep()
     const second = await heartbeats()

@@ -9,16 +9,24 @@ import type { eventPayloadSchema } from '../../lib/schema/payload.js'
 import type { z } from 'zod'
 
 // Arrays become readonly; types that are readonly already (our JSON and selection types) stay as they are.
-type DeepReadonly<T> = T extends (infer E)[] ? ReadonlyArray<DeepReadonly<E>>
-  : T extends readonly unknown[] ? T
-  : [JsonObject] extends [T] ? T
-  : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
-  : T
+type DeepReadonly<T> = T extends (infer E)[]
+  ? ReadonlyArray<DeepReadonly<E>>
+  : T extends readonly unknown[]
+    ? T
+    : [JsonObject] extends [T]
+      ? T
+      : T extends object
+        ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+        : T
 
 /** What enqueue accepts for a named trigger. */
 type EventPayload = z.infer<typeof eventPayloadSchema>
 /** The same with a basic payload's `trigger` required, as upstream's `AnyEventPayload` has it. */
-type UpstreamPayload = EventPayload extends infer P ? P extends { operation: 'watch' } ? P : Omit<P, 'trigger'> & { trigger: string } : never
+type UpstreamPayload = EventPayload extends infer P
+  ? P extends { operation: 'watch' }
+    ? P
+    : Omit<P, 'trigger'> & { trigger: string }
+  : never
 
 /** Compiles only when A is assignable to B. */
 type Assignable<A, B> = [A] extends [B] ? true : false
