@@ -7,6 +7,7 @@ import { schemaRoutes } from './rest/schema.js'
 import { statsRoutes } from './rest/stats.js'
 import { targetRoutes } from './rest/targets.js'
 import { variableRoutes } from './rest/variables.js'
+import { whoamiRoutes } from './rest/whoami.js'
 import type { Route } from './types.js'
 
 /** GET /v1/openapi.json: names no project, so any valid caller may read it. */
@@ -25,5 +26,6 @@ export const restRoutes: Route[] = [
   ...schemaRoutes,
   ...variableRoutes,
   ...statsRoutes,
+  ...whoamiRoutes,
   openApiRoute,
 ]

@@ -113,5 +113,10 @@ export const responseSchemas: Record<string, Schema> = {
     lastProgressAt: nullable(time),
     lastProgressAgeSeconds: nullable(num),
   }),
+  Whoami: object({ kind: { enum: ['system', 'token'] }, project: str, role: { enum: ['admin', 'deployer', 'viewer'] } }, [
+    'project',
+    'role',
+  ]),
+  Projects: object({ projects: { type: 'array', items: str } }),
   OpenApiDocument: { type: 'object', required: ['openapi', 'paths'] },
 }
