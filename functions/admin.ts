@@ -7,6 +7,7 @@ import type {
 } from 'aws-lambda'
 import { adminRoutes } from '../lib/admin/api.js'
 import { createRouter } from '../lib/admin/router.js'
+import { consoleResponse, isConsolePath } from '../console/serve.js'
 import type { AdminRequest, Route } from '../lib/admin/types.js'
 import { coldStartDeps, flushMetricsAfter, forInvocation, renewSecretsAfter, type DepsSource } from './runtime.js'
 
@@ -42,6 +43,11 @@ export const createHandler = (source: DepsSource, routes: readonly Route[] = adm
   const router = createRouter(routes, { onFailure: renewSecretsAfter })
   return (
     middy(async (event: FunctionUrlEvent, context: Context): Promise<APIGatewayProxyStructuredResultV2> => {
+      // The console's static files need no database and no caller: its every API call is authorized on its own.
+      if (isConsolePath(event.rawPath)) {
+        const file = consoleResponse(event.requestContext.http.method.toUpperCase(), event.rawPath)
+        return { statusCode: file.status, headers: file.headers, body: file.body }
+      }
       const deps = forInvocation(await source(), context)
       const response = await router(deps, fromFunctionUrl(event), { iamSigned: iamSigned(event) })
       return { statusCode: response.status, headers: response.headers, body: response.body }

@@ -6,6 +6,7 @@ import type { Trust } from '../lib/admin/auth.js'
 import { MAX_ADMIN_BODY_BYTES, problem, type Router } from '../lib/admin/router.js'
 import type { AdminRequest, AdminResponse } from '../lib/admin/types.js'
 import type { Deps } from '../lib/deps.js'
+import { consoleResponse } from '../console/serve.js'
 
 /** True when the local stack's server gives `path` to the admin API: upstream's `/actions/` and the REST `/v1/`. */
 export function isAdminPath(path: string): boolean {
@@ -61,5 +62,12 @@ export async function serveAdmin(router: Router, deps: Deps, trust: Trust, req: 
   if (res.destroyed) return
   // Unread body left behind (a 413): the connection cannot be reused, so it closes after this answer.
   res.writeHead(response.status, body.ok ? response.headers : { ...response.headers, connection: 'close' })
+  res.end(response.body)
+}
+
+/** Answers a request for the web console's files (console/serve.ts): the known names only, with their CSP. */
+export function serveConsole(req: IncomingMessage, res: ServerResponse): void {
+  const response = consoleResponse(req.method ?? 'GET', new URL(req.url ?? '/', 'http://local').pathname)
+  res.writeHead(response.status, response.headers)
   res.end(response.body)
 }

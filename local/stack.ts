@@ -21,7 +21,8 @@ import { adminRoutes } from '../lib/admin/api.js'
 import { bearerToken } from '../lib/admin/auth.js'
 import { createRouter } from '../lib/admin/router.js'
 import type { Route } from '../lib/admin/types.js'
-import { isAdminPath, serveAdmin } from './admin-http.js'
+import { isAdminPath, serveAdmin, serveConsole } from './admin-http.js'
+import { isConsolePath } from '../console/serve.js'
 import { lambdaContext } from './lambda.js'
 import { startPoller } from './poller.js'
 import { startEmbeddedPostgres } from './postgres.js'
@@ -172,6 +173,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const server = await listen(opts.port ?? 3000, opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS, deps.log, async (req, res) => {
       const path = new URL(req.url ?? '/', 'http://local').pathname
       if (isAdminPath(path)) return serveAdmin(admin, deps, { systemToken: adminToken }, req, res)
+      if (isConsolePath(path)) return serveConsole(req, res)
       if (req.method === 'POST' && path === '/enqueue')
         return reply(res, 200, await enqueue(await readJson(req), lambdaContext('enqueue', 30_000)))
       const schemaPath = /^\/schema\/([^/]+)$/.exec(path)
@@ -211,6 +213,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     print(
       `admin      ${url}/v1/… and POST ${url}/actions/<project>, bootstrap token (system): ${env.ACTIONS_ADMIN_TOKEN ? 'ACTIONS_ADMIN_TOKEN' : adminToken}`,
     )
+    print(`console    ${url}/console   (log in with the bootstrap token or a project token)`)
     print(config.PUSHGATEWAY_URL ? 'metrics    pushed to PUSHGATEWAY_URL' : `metrics    GET ${url}/metrics`)
 
     const dispatchTimeoutMs = opts.dispatchTimeoutMs ?? 120_000
