@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process'
 import { SendMessageCommand } from '@aws-sdk/client-sqs'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { insertEvents } from './helpers/events.js'
 import { createPool } from '../lib/db/pool.js'
-import { startLocalStack, type LocalStack } from '../local/stack.js'
 import { freshDatabase } from './helpers/db.js'
 import { useDatabase, useReceiver } from './helpers/harness.js'
+import { startLocalStack, type LocalStack } from '../local/stack.js'
+import { useLocalStack } from './helpers/stack.js'
 import { until } from './helpers/wait.js'
 import { startQueue } from './helpers/sqs.js'
 import { createPayload, TX } from './fixtures/schemas.js'
@@ -13,26 +14,15 @@ import { createPayload, TX } from './fixtures/schemas.js'
 // The whole pipeline through the local stack: HTTP → enqueue → SQS → dispatch → receiver, and the sweeper.
 const db = useDatabase()
 const rx = useReceiver()
-let stack: LocalStack
+const local = useLocalStack(db, { env: { LOG_LEVEL: 'error', DISPATCH_MAX_CONCURRENCY: '4' } })
 
-beforeAll(async () => {
-  stack = await startLocalStack({
-    env: { DATABASE_URL: db.url, LOG_LEVEL: 'error', DISPATCH_MAX_CONCURRENCY: '4' },
-    port: 0,
-    sweepIntervalMs: 3_600_000,
-  })
-})
-afterAll(async () => {
-  await stack.stop()
-})
-
-async function http(method: string, path: string, body?: unknown, base = stack.url): Promise<any> {
+async function http(method: string, path: string, body?: unknown, base = local.stack.url): Promise<any> {
   const res = await fetch(base + path, { method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
   const json = await res.json()
   if (!res.ok) throw new Error(`${res.status} ${JSON.stringify(json)}`)
   return json
 }
-const putSchema = (project: string, target: Record<string, unknown>, base = stack.url) =>
+const putSchema = (project: string, target: Record<string, unknown>, base = local.stack.url) =>
   http(
     'PUT',
     `/schema/${project}`,
@@ -102,7 +92,7 @@ describe('end to end through the local stack', () => {
     }
     await new Promise(r => setTimeout(r, 1500))
     expect(idsFor('e3')).toEqual([])
-    await stack.sweep()
+    await local.stack.sweep()
     await until('the sweeper to re-drive them', () => idsFor('e3').length === 2)
     expect([...idsFor('e3')].sort()).toEqual(ids)
   })

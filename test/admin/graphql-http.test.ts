@@ -3,37 +3,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { graphqlRoute } from '../../lib/admin/graphql.js'
 import { createToken, revokeToken } from '../../lib/admin/tokens.js'
-import { startLocalStack, type LocalStack } from '../../local/stack.js'
 import { useDatabase } from '../helpers/harness.js'
-import { logCapture, type CapturedLogs } from '../helpers/runtime.js'
+import { useLocalStack } from '../helpers/stack.js'
 
 const CANARY = 'canary-over-http-93c1d7e2'
 const db = useDatabase()
-let stack: LocalStack
-let logs: CapturedLogs
+const local = useLocalStack(db, { adminRoutes: [graphqlRoute] })
 const tokens = { viewer: '', deployer: '', admin: '', otherAdmin: '' }
 
 beforeAll(async () => {
-  const capture = logCapture()
-  logs = capture.captureLogs()
-  stack = await startLocalStack({
-    env: { DATABASE_URL: db.url, LOG_LEVEL: 'debug' },
-    port: 0,
-    sweepIntervalMs: 3_600_000,
-    logSink: capture.sink,
-    print: () => {},
-    adminRoutes: [graphqlRoute],
-  })
   tokens.viewer = (await createToken(db.pool, { project: 'A', role: 'viewer' })).token
   tokens.deployer = (await createToken(db.pool, { project: 'A', role: 'deployer' })).token
   tokens.admin = (await createToken(db.pool, { project: 'A', role: 'admin' })).token
   tokens.otherAdmin = (await createToken(db.pool, { project: 'B', role: 'admin' })).token
 })
-afterAll(async () => {
-  await stack?.stop()
-  const all = logs.lines.join('\n')
-  logs.restore()
-  for (const secret of [...Object.values(tokens), stack.adminToken, CANARY]) expect(all).not.toContain(secret)
+afterAll(() => {
+  const all = local.logs.lines.join('\n')
+  for (const secret of [...Object.values(tokens), local.stack.adminToken, CANARY]) expect(all).not.toContain(secret)
 })
 
 type Answer = {
@@ -45,7 +31,7 @@ type Answer = {
 
 /** POSTs `{ query, variables }` with a Bearer token, as @contember/graphql-client does. */
 async function post(project: string, token: string, query: string, variables?: Record<string, unknown>): Promise<Answer> {
-  const res = await fetch(`${stack.url}/actions/${project}`, {
+  const res = await fetch(`${local.stack.url}/actions/${project}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
     body: JSON.stringify({ query, variables }),
@@ -77,7 +63,7 @@ describe('POST /actions/:project over HTTP', () => {
     expect(deployerVars.json).toEqual({ data: { variables: [{ name: 'KEY', value: '[redacted]' }] } })
     for (const answer of [set, failed, viewerVars, deployerVars]) expect(answer.text).not.toContain(CANARY)
     expect((await post('A', tokens.admin, LIST)).json).toEqual({ data: { variables: [{ name: 'KEY', value: CANARY }] } })
-    expect((await post('A', stack.adminToken, LIST)).json).toEqual({ data: { variables: [{ name: 'KEY', value: CANARY }] } })
+    expect((await post('A', local.stack.adminToken, LIST)).json).toEqual({ data: { variables: [{ name: 'KEY', value: CANARY }] } })
     expect((await post('A', tokens.admin, 'mutation { processBatch { ok } }')).json).toEqual({ data: { processBatch: { ok: true } } })
   })
 
@@ -93,7 +79,7 @@ describe('POST /actions/:project over HTTP', () => {
   it('answers a body that is not a GraphQL request 400', async () => {
     const res = await post('A', tokens.viewer, '')
     expect(res.status).toBe(200) // an empty document is a GraphQL request with a syntax error
-    const bad = await fetch(`${stack.url}/actions/A`, {
+    const bad = await fetch(`${local.stack.url}/actions/A`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens.viewer}` },
       body: JSON.stringify({ operationName: 'x' }),

@@ -2,36 +2,22 @@
 // stack's HTTP server on its one port, with real tokens, a real receiver and the stack's SQS emulator.
 // The issue's first done-when, end to end: a viewer of A reads A's failed events and nothing else,
 // an admin of A retries one and its signal wakes dispatch, a revoked token gets 401 at once.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createToken, revokeToken } from '../../lib/admin/tokens.js'
-import { startLocalStack, type LocalStack } from '../../local/stack.js'
 import { useDatabase, useReceiver } from '../helpers/harness.js'
-import { logCapture } from '../helpers/runtime.js'
+import { useLocalStack } from '../helpers/stack.js'
 import { until } from '../helpers/wait.js'
 import { createPayload, TX } from '../fixtures/schemas.js'
 
 const db = useDatabase()
 const rx = useReceiver()
-let stack: LocalStack
-
-beforeAll(async () => {
-  // The breaker off: the receiver's first 500 must not pause the target, so the retry is delivered at once.
-  stack = await startLocalStack({
-    env: { DATABASE_URL: db.url, LOG_LEVEL: 'error', BREAKER_FAILURES: '0' },
-    port: 0,
-    sweepIntervalMs: 3_600_000,
-    // The failures dispatch logs on purpose stay out of the test's output.
-    logSink: logCapture().sink,
-  })
-})
-afterAll(async () => {
-  await stack?.stop()
-})
+// The breaker off: the receiver's first 500 must not pause the target, so the retry is delivered at once.
+const local = useLocalStack(db, { env: { LOG_LEVEL: 'error', BREAKER_FAILURES: '0' } })
 
 type Answer = { status: number; type: string | null; json: Record<string, unknown> }
 
 async function call(method: string, path: string, token: string | undefined, body?: unknown): Promise<Answer> {
-  const res = await fetch(stack.url + path, {
+  const res = await fetch(local.stack.url + path, {
     method,
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -59,7 +45,7 @@ describe('the admin API on the local stack', () => {
       res.end()
     })
     for (const project of ['A', 'B']) {
-      expect(await call('PUT', `/v1/projects/${project}/schema`, stack.adminToken, schema(project))).toMatchObject({ status: 200 })
+      expect(await call('PUT', `/v1/projects/${project}/schema`, local.stack.adminToken, schema(project))).toMatchObject({ status: 200 })
     }
     const viewer = await createToken(db.pool, { project: 'A', role: 'viewer' })
     const admin = await createToken(db.pool, { project: 'A', role: 'admin' })
@@ -71,13 +57,13 @@ describe('the admin API on the local stack', () => {
     expect(enqueued.status).toBe(200)
     const [id] = enqueued.json['eventIds'] as string[]
     expect(id).toEqual(expect.any(String))
-    await call('POST', '/v1/projects/B/events', stack.adminToken, {
+    await call('POST', '/v1/projects/B/events', local.stack.adminToken, {
       transactionId: TX,
       events: [{ trigger: 'go', payload: createPayload(2) }],
     })
     // One attempt each (maxAttempts 1), answered 500: dispatch fails both.
     await until('the event of A failed', async () => (await failedIds('A', viewer.token)).ids.includes(id ?? ''))
-    await until('the event of B failed', async () => (await failedIds('B', stack.adminToken)).ids.length === 1)
+    await until('the event of B failed', async () => (await failedIds('B', local.stack.adminToken)).ids.length === 1)
     expect(await failedIds('A', viewer.token)).toEqual({ status: 200, ids: [id] })
 
     expect((await failedIds('B', viewer.token)).status).toBe(403)
@@ -109,7 +95,7 @@ describe('the admin API on the local stack', () => {
     await until('its success is recorded', async () => (await failedIds('A', viewer.token)).ids.length === 0)
     expect((await call('GET', `/v1/projects/A/events/${id}`, viewer.token)).json).toMatchObject({ id, state: 'succeed' })
     // B's failed event was not touched by A's retry.
-    expect((await failedIds('B', stack.adminToken)).ids).toHaveLength(1)
+    expect((await failedIds('B', local.stack.adminToken)).ids).toHaveLength(1)
 
     expect(await revokeToken(db.pool, viewer.id)).toBe(true)
     const revoked = await call('GET', '/v1/projects/A/events?state=failed', viewer.token)

@@ -7,9 +7,9 @@ import { z } from 'zod'
 import { createToken, revokeToken } from '../../lib/admin/tokens.js'
 import { ProblemError, type Route } from '../../lib/admin/types.js'
 import { MAX_ADMIN_BODY_BYTES } from '../../lib/admin/router.js'
-import { startLocalStack, type LocalStack } from '../../local/stack.js'
+import { startLocalStack } from '../../local/stack.js'
 import { useDatabase } from '../helpers/harness.js'
-import { logCapture, type CapturedLogs } from '../helpers/runtime.js'
+import { useLocalStack } from '../helpers/stack.js'
 
 const SECRET = 'CANARY-SECRET-in-a-cause'
 
@@ -76,33 +76,19 @@ const routes: Route[] = [
 ]
 
 const db = useDatabase()
-let stack: LocalStack
-let logs: CapturedLogs
-const printed: string[] = []
+const local = useLocalStack(db, { adminRoutes: routes })
 const tokens = { viewerA: '', deployerA: '', adminA: '', adminB: '' }
 
 beforeAll(async () => {
-  const capture = logCapture()
-  logs = capture.captureLogs()
-  stack = await startLocalStack({
-    env: { DATABASE_URL: db.url, LOG_LEVEL: 'debug' },
-    port: 0,
-    sweepIntervalMs: 3_600_000,
-    logSink: capture.sink,
-    print: line => printed.push(line),
-    adminRoutes: routes,
-  })
   tokens.viewerA = (await createToken(db.pool, { project: 'A', role: 'viewer' })).token
   tokens.deployerA = (await createToken(db.pool, { project: 'A', role: 'deployer' })).token
   tokens.adminA = (await createToken(db.pool, { project: 'A', role: 'admin' })).token
   tokens.adminB = (await createToken(db.pool, { project: 'B', role: 'admin' })).token
 })
-afterAll(async () => {
-  await stack?.stop()
+afterAll(() => {
   // Whatever a test did, no line the stack logged carries a token, the canary or a header.
-  const all = logs.lines.join('\n')
-  logs.restore()
-  for (const secret of [...Object.values(tokens), stack.adminToken, SECRET]) expect(all).not.toContain(secret)
+  const all = local.logs.lines.join('\n')
+  for (const secret of [...Object.values(tokens), local.stack.adminToken, SECRET]) expect(all).not.toContain(secret)
   expect(all.toLowerCase()).not.toContain('bearer')
 })
 
@@ -116,7 +102,7 @@ async function call(
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   if (opts.token !== undefined) headers['authorization'] = `Bearer ${opts.token}`
   if (opts.authorization !== undefined) headers['authorization'] = opts.authorization
-  const res = await fetch(stack.url + path, {
+  const res = await fetch(local.stack.url + path, {
     method,
     headers,
     ...(opts.body === undefined ? {} : { body: opts.body }),
@@ -177,21 +163,21 @@ describe('authentication', () => {
   })
 
   it('takes the bootstrap token it printed at start as system, on every project', async () => {
-    expect(stack.adminToken).toMatch(/^actions_local_[A-Za-z0-9_-]{43}$/)
-    expect(printed.some(l => l.includes('/v1/') && l.includes('/actions/') && l.includes(stack.adminToken))).toBe(true)
+    expect(local.stack.adminToken).toMatch(/^actions_local_[A-Za-z0-9_-]{43}$/)
+    expect(local.printed.some(l => l.includes('/v1/') && l.includes('/actions/') && l.includes(local.stack.adminToken))).toBe(true)
     for (const project of ['A', 'B', 'never-seen']) {
-      expect(await call('GET', `/v1/projects/${project}/things`, { token: stack.adminToken })).toMatchObject({
+      expect(await call('GET', `/v1/projects/${project}/things`, { token: local.stack.adminToken })).toMatchObject({
         status: 200,
         json: { principal: { kind: 'system' } },
       })
-      expect((await call('POST', `/v1/projects/${project}/things`, { token: stack.adminToken, body: '{"a":1}' })).status).toBe(201)
-      expect((await call('PUT', `/v1/projects/${project}/variables`, { token: stack.adminToken, body: '{}' })).status).toBe(200)
+      expect((await call('POST', `/v1/projects/${project}/things`, { token: local.stack.adminToken, body: '{"a":1}' })).status).toBe(201)
+      expect((await call('PUT', `/v1/projects/${project}/variables`, { token: local.stack.adminToken, body: '{}' })).status).toBe(200)
     }
-    expect(await call('GET', '/v1/whoami', { token: stack.adminToken })).toMatchObject({
+    expect(await call('GET', '/v1/whoami', { token: local.stack.adminToken })).toMatchObject({
       status: 200,
       json: { principal: { kind: 'system' } },
     })
-    expect(await call('POST', '/actions/B', { token: stack.adminToken, body: '{"query":"{ variables }"}' })).toMatchObject({
+    expect(await call('POST', '/actions/B', { token: local.stack.adminToken, body: '{"query":"{ variables }"}' })).toMatchObject({
       status: 200,
       json: { data: { project: 'B' } },
     })
@@ -268,8 +254,8 @@ describe('problems', () => {
   })
 
   it('answers 400 to a malformed path and to a NUL in a path parameter', async () => {
-    expectProblem(await call('GET', '/v1/projects/%E0%A4%A/things', { token: stack.adminToken }), 400)
-    expectProblem(await call('GET', '/v1/projects/a%00b/things', { token: stack.adminToken }), 400)
+    expectProblem(await call('GET', '/v1/projects/%E0%A4%A/things', { token: local.stack.adminToken }), 400)
+    expectProblem(await call('GET', '/v1/projects/a%00b/things', { token: local.stack.adminToken }), 400)
   })
 
   it('turns a validation error into a 400 listing paths and messages, never the values', async () => {
@@ -289,16 +275,16 @@ describe('problems', () => {
   })
 
   it('answers an unexpected failure with a 500 that quotes nothing of the cause, logged by name only', async () => {
-    logs.lines.length = 0
+    local.logs.lines.length = 0
     const answer = await call('POST', '/v1/projects/A/boom', { token: tokens.viewerA, body: '{}' })
     expectProblem(answer, 500)
     expect(JSON.stringify(answer.json)).not.toContain(SECRET)
     expect(JSON.stringify(answer.json)).not.toContain('TypeError')
-    const failed = logs.records().filter(r => r.level === 'error')
+    const failed = local.logs.records().filter(r => r.level === 'error')
     expect(failed).toMatchObject([
       { msg: 'admin route failed', errorName: 'TypeError', route: '/v1/projects/:project/boom', method: 'POST' },
     ])
-    expect(logs.lines.join('\n')).not.toContain(SECRET)
+    expect(local.logs.lines.join('\n')).not.toContain(SECRET)
   })
 })
 
@@ -319,9 +305,9 @@ describe('the bootstrap token from the environment', () => {
       expect(lines.join('\n')).not.toContain(chosen)
       const res = await fetch(`${other.url}/v1/projects/Z/things`, { headers: { authorization: `Bearer ${chosen}` } })
       expect(await res.json()).toMatchObject({ principal: { kind: 'system' } })
-      expect((await fetch(`${other.url}/v1/projects/Z/things`, { headers: { authorization: `Bearer ${stack.adminToken}` } })).status).toBe(
-        401,
-      )
+      expect(
+        (await fetch(`${other.url}/v1/projects/Z/things`, { headers: { authorization: `Bearer ${local.stack.adminToken}` } })).status,
+      ).toBe(401)
     } finally {
       await other.stop()
     }
