@@ -132,15 +132,18 @@ function ready(guard: ChildProcess, log: ((line: string) => void) | undefined): 
   })
 }
 
-/** Closes the guard's stdin (a fast shutdown), waits a bounded time, then kills its process group. */
-async function stopGuard(guard: ChildProcess, exited: Promise<void>): Promise<void> {
+/**
+ * Closes a guard's stdin (a fast shutdown), waits at most `timeoutMs`, then kills its process group.
+ * The test helpers stop their guarded servers (PgBouncer, a TLS cluster) the same way.
+ */
+export async function stopGuard(guard: ChildProcess, exited: Promise<unknown>, timeoutMs = STOP_TIMEOUT_MS): Promise<void> {
   if (guard.exitCode !== null || guard.signalCode !== null) return
   guard.stdin?.end()
   let timer: NodeJS.Timeout | undefined
   const late = await Promise.race([
     exited.then(() => false),
     new Promise<boolean>(resolve => {
-      timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS)
+      timer = setTimeout(() => resolve(true), timeoutMs)
     }),
   ])
   clearTimeout(timer)

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { Socket } from 'node:net'
+import { stopGuard } from '../../local/postgres.js'
 
 /**
  * Runs the server under a small shell that also watches its own stdin (kept as fd 3: a background
@@ -59,24 +60,7 @@ export function spawnGuarded(
     exited,
     running: () => !done,
     stop: async () => {
-      if (done) return
-      guard.stdin?.end()
-      let timer: NodeJS.Timeout | undefined
-      const late = await Promise.race([
-        exited.then(() => false),
-        new Promise<boolean>(resolve => {
-          timer = setTimeout(() => resolve(true), STOP_TIMEOUT_MS)
-        }),
-      ])
-      clearTimeout(timer)
-      if (late && guard.pid !== undefined) {
-        try {
-          process.kill(-guard.pid, 'SIGKILL')
-        } catch {
-          // already gone
-        }
-        await exited
-      }
+      if (!done) await stopGuard(guard, exited, STOP_TIMEOUT_MS)
     },
   }
 }
