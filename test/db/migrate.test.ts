@@ -8,6 +8,23 @@ import { freshDatabase } from '../helpers/db.js'
 import { useDatabase } from '../helpers/harness.js'
 
 const db = useDatabase()
+/** Every migration, in the order it applies: a new file must be added here on purpose. */
+const MIGRATIONS = [
+  '001_init.sql',
+  '002_dispatch_progress.sql',
+  '003_target_health.sql',
+  '004_event_first_failure.sql',
+  '005_project_ids_and_order.sql',
+  '006_entity_order.sql',
+  '007_target_hold.sql',
+  '008_target_flow.sql',
+  '009_probe_claimed.sql',
+  '010_log_bound.sql',
+  '011_misconfigured.sql',
+  '012_batch_split.sql',
+  '013_admin_tokens.sql',
+  '014_variable_updated.sql',
+]
 
 describe('migrations', () => {
   it('are recorded, and running them again applies nothing', async () => {
@@ -15,22 +32,7 @@ describe('migrations', () => {
     expect(await migrate(db.pool)).toEqual([])
     expect(await migrate(db.pool)).toEqual([])
     const { rows } = await db.pool.query('SELECT name FROM actions_migration')
-    expect(rows.map(r => r.name)).toEqual([
-      '001_init.sql',
-      '002_dispatch_progress.sql',
-      '003_target_health.sql',
-      '004_event_first_failure.sql',
-      '005_project_ids_and_order.sql',
-      '006_entity_order.sql',
-      '007_target_hold.sql',
-      '008_target_flow.sql',
-      '009_probe_claimed.sql',
-      '010_log_bound.sql',
-      '011_misconfigured.sql',
-      '012_batch_split.sql',
-      '013_admin_tokens.sql',
-      '014_variable_updated.sql',
-    ])
+    expect(rows.map(r => r.name)).toEqual(MIGRATIONS)
   })
 
   it('create the partial index the claim query uses', async () => {
@@ -44,22 +46,7 @@ describe('migrations', () => {
       await empty.pool.query(
         'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
       )
-      expect(await migrate(empty.pool)).toEqual([
-        '001_init.sql',
-        '002_dispatch_progress.sql',
-        '003_target_health.sql',
-        '004_event_first_failure.sql',
-        '005_project_ids_and_order.sql',
-        '006_entity_order.sql',
-        '007_target_hold.sql',
-        '008_target_flow.sql',
-        '009_probe_claimed.sql',
-        '010_log_bound.sql',
-        '011_misconfigured.sql',
-        '012_batch_split.sql',
-        '013_admin_tokens.sql',
-        '014_variable_updated.sql',
-      ])
+      expect(await migrate(empty.pool)).toEqual(MIGRATIONS)
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
       await empty.drop()
