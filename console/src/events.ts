@@ -1,8 +1,8 @@
 // Events: filtered by state, target and time, paged with the API's cursor; a row opens the event.
 // "Retry all matching" counts the matching events first and says the number before it is confirmed.
 import { api, projectPath, type EventJson } from './api.js'
-import { h, stateBadge, table, when } from './dom.js'
-import { at, confirmed, failed, link, say, show, type PageContext } from './page.js'
+import { h, replace, stateBadge, table, when } from './dom.js'
+import { at, confirmed, failed, link, show, type PageContext } from './page.js'
 
 const STATES = ['', 'created', 'retrying', 'processing', 'succeed', 'failed', 'stopped']
 const PAGE = 50
@@ -78,7 +78,7 @@ async function countMatching(base: string, filter: URLSearchParams): Promise<{ n
   return { n, more: true }
 }
 
-function bulkButton(ctx: PageContext, base: string, filter: URLSearchParams): HTMLButtonElement {
+function bulkButton(ctx: PageContext, base: string, filter: URLSearchParams, reload: () => Promise<void>): HTMLButtonElement {
   const state = filter.get('state') || 'failed'
   const counted = { n: 0 }
   return confirmed(
@@ -94,7 +94,7 @@ function bulkButton(ctx: PageContext, base: string, filter: URLSearchParams): HT
       const body: Record<string, unknown> = { state }
       for (const key of ['target', 'since', 'until']) if (filter.get(key)) body[key] = filter.get(key)
       const r = await api<{ changed: number }>('POST', `${base}/retry`, body)
-      setTimeout(() => window.dispatchEvent(new HashChangeEvent('hashchange')), 0)
+      await reload()
       return `Retried ${r.changed} events (counted ${counted.n}).`
     },
   )
@@ -113,6 +113,7 @@ export async function eventsPage(ctx: PageContext): Promise<void> {
     )
     const body = grid.querySelector('tbody')
     const more = h('button', { type: 'button', hidden: true }, 'More')
+    const shown = h('p', { class: 'count' })
     let cursor: string | null = null
     const load = async () => {
       const q = new URLSearchParams(filter)
@@ -122,11 +123,17 @@ export async function eventsPage(ctx: PageContext): Promise<void> {
       for (const e of page.events) body?.appendChild(eventRow(ctx, e))
       cursor = page.nextCursor
       more.hidden = !cursor
-      say(`${body?.childElementCount ?? 0} events shown${cursor ? '; more with "More"' : ''}.`)
+      shown.textContent = `${body?.childElementCount ?? 0} events shown${cursor ? '; more with "More"' : ''}.`
     }
     more.addEventListener('click', () => void load().catch(e => failed(ctx.root, title, e)))
     const canBulk = ctx.can.admin && ['', 'failed', 'retrying'].includes(filter.get('state') ?? '')
-    show(ctx.root, title, filterForm(ctx), h('div', { class: 'actions' }, canBulk ? bulkButton(ctx, base, filter) : ''), grid, more)
+    const reload = async () => {
+      if (body) replace(body)
+      cursor = null
+      await load()
+    }
+    const bulk = canBulk ? bulkButton(ctx, base, filter, reload) : ''
+    show(ctx.root, title, filterForm(ctx), h('div', { class: 'actions' }, bulk), grid, more, shown)
     await load()
   } catch (e) {
     failed(ctx.root, title, e)

@@ -8,12 +8,13 @@ const REFRESH_MS = 5000
 
 function stateCell(t: TargetJson): HTMLTableCellElement {
   if (!t.pause) return h('td', {}, stateBadge('running'))
-  const why = t.pause.kind === 'down' ? 'down' : 'needs operator'
+  // down: the engine probes and resumes it; misconfigured: an operator must fix it; operator: paused by hand.
+  const why = t.pause.kind === 'down' ? 'down' : t.pause.kind === 'operator' ? 'by an operator' : 'needs operator'
   return h(
     'td',
     {},
     stateBadge('paused'),
-    ` ${why}: ${t.pause.label}`,
+    t.pause.kind === 'misconfigured' ? ` ${why}: ${t.pause.label}` : ` ${why}`,
     h('br'),
     `since ${when(t.pause.since)}`,
     t.pause.probeAt ? `, next probe ${when(t.pause.probeAt)}` : '',
