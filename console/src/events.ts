@@ -62,16 +62,21 @@ function eventRow(ctx: PageContext, e: EventJson): HTMLTableRowElement {
   return tr
 }
 
-/** How many events the listing finds for the filter, paging through with the cursor. */
+/**
+ * How many events the bulk call would change: the listing's events of that state and target whose
+ * creation time is in [since, until), since the bulk filter bounds created_at (the listing bounds the change time).
+ */
 async function countMatching(base: string, filter: URLSearchParams): Promise<{ n: number; more: boolean }> {
+  const since = filter.get('since') ? Date.parse(filter.get('since') ?? '') : -Infinity
+  const until = filter.get('until') ? Date.parse(filter.get('until') ?? '') : Infinity
   let n = 0
   let cursor: string | null = null
   for (let i = 0; i < MAX_COUNT_PAGES; i++) {
-    const q = new URLSearchParams(filter)
-    q.set('limit', '1000')
+    const q = new URLSearchParams({ state: filter.get('state') ?? 'failed', limit: '1000' })
+    if (filter.get('target')) q.set('target', filter.get('target') ?? '')
     if (cursor) q.set('cursor', cursor)
     const page: Page = await api<Page>('GET', `${base}?${q}`)
-    n += page.events.length
+    n += page.events.filter(e => Date.parse(e.createdAt) >= since && Date.parse(e.createdAt) < until).length
     cursor = page.nextCursor
     if (!cursor) return { n, more: false }
   }
@@ -88,7 +93,8 @@ function bulkButton(ctx: PageContext, base: string, filter: URLSearchParams, rel
       f.set('state', state)
       const { n, more } = await countMatching(base, f)
       counted.n = n
-      return `Retry ${n}${more ? '+' : ''} ${state} events of ${ctx.project}?`
+      const range = filter.get('since') || filter.get('until') ? ' created in that time range' : ''
+      return `Retry ${n}${more ? '+' : ''} ${state} events of ${ctx.project}${range}?`
     },
     async () => {
       const body: Record<string, unknown> = { state }
