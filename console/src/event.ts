@@ -2,7 +2,7 @@
 // response excerpt), and retry and stop for roles that may. All of it as text.
 import { api, projectPath, type Attempt, type EventDetail } from './api.js'
 import { h, stateBadge, table, when } from './dom.js'
-import { at, confirmed, failed, link, show, type PageContext } from './page.js'
+import { at, confirmed, failed, keepingFocus, link, show, type PageContext } from './page.js'
 
 function meta(e: EventDetail): HTMLDListElement {
   const pairs: Array<[string, string | number]> = [
@@ -77,5 +77,5 @@ export async function eventPage(ctx: PageContext, id: string): Promise<void> {
   }
   await draw()
   // A retried event changes within seconds: the page follows it.
-  ctx.every(3000, draw)
+  ctx.every(3000, () => keepingFocus(ctx.root, draw))
 }

@@ -51,3 +51,19 @@ export function show(root: HTMLElement, title: string, ...body: Array<Node | str
 export function failed(root: HTMLElement, title: string, e: unknown): void {
   show(root, title, h('p', { class: 'error', role: 'alert' }, errorText(e)))
 }
+
+/** An element's identity across a redraw: its tag, link target, text and the row or card it sits in. */
+function identity(el: Element): string {
+  const holder = el.closest('[data-project],[data-target],[data-event]')
+  const key = holder ? (holder.getAttribute('data-project') ?? holder.getAttribute('data-target') ?? holder.getAttribute('data-event')) : ''
+  return `${el.tagName}|${el.getAttribute('href') ?? ''}|${el.textContent ?? ''}|${key ?? ''}`
+}
+
+/** Runs a periodic redraw without losing the keyboard user's place: the focused control is focused again after it. */
+export async function keepingFocus(root: HTMLElement, redraw: () => Promise<void>): Promise<void> {
+  const active = document.activeElement
+  const before = active && active !== root && root.contains(active) ? identity(active) : undefined
+  await redraw()
+  if (before === undefined) return
+  for (const el of root.querySelectorAll<HTMLElement>('a, button, input, select')) if (identity(el) === before) return el.focus()
+}

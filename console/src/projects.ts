@@ -2,7 +2,7 @@
 // dispatch heartbeat, refreshed every few seconds without a reload.
 import { api, projectPath, type EventJson, type Stats, type TargetJson } from './api.js'
 import { age, h, replace, when } from './dom.js'
-import { at, errorText, link, show, type PageContext } from './page.js'
+import { at, errorText, keepingFocus, link, show, type PageContext } from './page.js'
 
 /** How often the page refreshes: an operator watching a backlog drain sees it move. */
 const REFRESH_MS = 5000
@@ -68,5 +68,5 @@ export async function projectsPage(ctx: PageContext): Promise<void> {
     }
   }
   await draw()
-  ctx.every(REFRESH_MS, draw)
+  ctx.every(REFRESH_MS, () => keepingFocus(ctx.root, draw))
 }

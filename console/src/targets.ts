@@ -2,7 +2,7 @@
 // the backlog, the failure run; pause and resume behind a confirmation, for roles that may.
 import { api, projectPath, type TargetJson } from './api.js'
 import { age, h, stateBadge, table, when } from './dom.js'
-import { at, confirmed, failed, link, show, type PageContext } from './page.js'
+import { at, confirmed, failed, keepingFocus, link, show, type PageContext } from './page.js'
 
 const REFRESH_MS = 5000
 
@@ -75,5 +75,5 @@ export async function targetsPage(ctx: PageContext): Promise<void> {
     }
   }
   await draw()
-  ctx.every(REFRESH_MS, draw)
+  ctx.every(REFRESH_MS, () => keepingFocus(ctx.root, draw))
 }

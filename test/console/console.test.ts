@@ -179,6 +179,13 @@ describe('the console on the local stack', () => {
       const crm = page.locator('tr[data-target="crm"]')
       await expect.poll(() => crm.textContent()).toContain('paused by an operator')
       expect(await crm.getByRole('button', { name: 'Resume' }).count()).toBe(1)
+      // The page refreshes every 5 s; a keyboard user's focus on Resume survives the redraw.
+      await crm.getByRole('button', { name: 'Resume' }).focus()
+      await page.evaluate(`document.querySelector('main table').dataset.old = '1'`)
+      await expect.poll(() => page.evaluate(`!document.querySelector('main table')?.dataset.old`), { timeout: 10_000 }).toBe(true)
+      expect(await page.evaluate(`document.activeElement?.textContent + '@' + document.activeElement?.closest('tr')?.dataset.target`)).toBe(
+        'Resume@crm',
+      )
 
       // By keyboard: Tab from the filter form to the hostile event's link, Enter opens it.
       await page.goto(`${stack.url}/console#/p/shop/events?state=failed`)
