@@ -54,8 +54,11 @@ async function route(): Promise<void> {
   chrome(me)
   const [path = '', search = ''] = location.hash.slice(1).split('?')
   const parts = path.split('/').slice(1).map(decodeURIComponent)
+  // Each visit draws into a new box: a slow answer for the page just left lands in a detached one.
+  const view = h('div')
+  replace(root, view)
   const ctx: PageContext = {
-    root,
+    root: view,
     can: canOf(me),
     project: parts[1] ?? '',
     query: new URLSearchParams(search),
