@@ -42,6 +42,19 @@ export async function listEvents(
   return rows
 }
 
+/**
+ * One page of a listing as upstream's GraphQL API pages it (by offset), whole rows (payload and log),
+ * in the same selection and order as {@link listEvents}: the API and the CLI list the same ids.
+ */
+export async function pageEvents(db: Queryable, project: string, listing: Listing, limit: number, offset: number): Promise<EventRow[]> {
+  const { rows } = await db.query<EventRow>(`SELECT * FROM actions_event WHERE project = $1 AND ${LISTINGS[listing]} LIMIT $2 OFFSET $3`, [
+    project,
+    limit,
+    offset,
+  ])
+  return rows
+}
+
 /** An event id that more than one project uses, given without a project: the operator must name one. */
 export class AmbiguousEventError extends Error {
   override name = 'AmbiguousEventError'

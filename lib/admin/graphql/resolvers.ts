@@ -1,13 +1,12 @@
 // The resolvers of the Actions API, as the root value: each checks the caller's role for its
 // operation, validates its arguments with zod, and does what the CLI's matching command does.
-import { getEvent, retryEvent, stopEvent, type Listing } from '../../db/operator.js'
+import { getEvent, pageEvents, retryEvent, stopEvent, type Listing } from '../../db/operator.js'
 import { fetchVariables } from '../../db/variables.js'
 import type { EventRow } from '../../events.js'
 import { redactor, REDACTED, type Redactor } from '../../text.js'
 import { attemptJson } from '../shapes.js'
 import { requireAccess, seesValues, type Action, type GraphqlContext, type Resolver } from './access.js'
 import { eventArgs, parseArgs, uuidArg } from './inputs.js'
-import { pageEvents } from './store.js'
 import { setVariablesResolver } from './variables.js'
 
 /** The Event type's fields: ISO timestamps, the log's text redacted with the project's variables. */
