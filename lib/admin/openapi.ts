@@ -110,7 +110,7 @@ const OPERATIONS: Operation[] = [
     method: 'post',
     path: `${P}/events/${action}`,
     id: `${action}Events`,
-    summary: `Bulk ${action} in one statement (the CLI’s filter; created_at bounds, oldest first)${action === 'retry' ? ', then one signal' : ''}`,
+    summary: `Bulk ${action} in one statement (the CLI’s filter; created_at bounds, oldest first)${action === 'retry' ? ', then one signal' : ''}; dryRun only counts`,
     need: 'admin',
     body: bodySchema('Bulk', bulkBody),
     bodyOptional: true,

@@ -2,6 +2,7 @@
 // operator reads, built by pure functions from the rows lib/db returns. Timestamps are ISO 8601 UTC
 // strings. Variable values never appear here: a variable is its name and when it last changed.
 import type { EventSummaryRow } from '../db/admin-events.js'
+import { FAILED_COUNT_CAP, type TargetOutcomes } from '../db/admin-recent.js'
 import type { ListedEvent } from '../db/operator.js'
 import { pauseKind, pauseLabel, type TargetHealth } from '../db/pauses.js'
 import type { EventRow, EventState } from '../events.js'
@@ -136,10 +137,28 @@ export type TargetJson = {
   failingSince: string | null
   due: number
   oldestDueAgeSeconds: number
+  /** Its events resolved in the last hour (lib/db/admin-recent.ts): delivered, failed for good, and the share delivered. */
+  recent: RecentJson
 }
 
-/** One target's health from its health row (none: healthy) and its due events. */
-export function targetJson(target: string, inSchema: boolean, health: TargetHealth | undefined, backlog?: TargetBacklog): TargetJson {
+/** A target's recent outcomes; `successRate` is succeeded / (succeeded + failed), null when both are 0 (no recent deliveries). */
+export type RecentJson = { succeeded: number; failed: number; successRate: number | null }
+
+/** The recent outcomes as the API shows them. */
+export function recentJson(o: TargetOutcomes | undefined): RecentJson {
+  const succeeded = o?.succeeded ?? 0
+  const failed = o?.failed ?? 0
+  return { succeeded, failed, successRate: succeeded + failed === 0 ? null : succeeded / (succeeded + failed) }
+}
+
+/** One target's health from its health row (none: healthy), its due events and its recent outcomes. */
+export function targetJson(
+  target: string,
+  inSchema: boolean,
+  health: TargetHealth | undefined,
+  backlog?: TargetBacklog,
+  recent?: TargetOutcomes,
+): TargetJson {
   const reason = health?.paused_reason ?? null
   return {
     target,
@@ -153,6 +172,7 @@ export function targetJson(target: string, inSchema: boolean, health: TargetHeal
     failingSince: iso(health?.failing_since ?? null),
     due: backlog?.due ?? 0,
     oldestDueAgeSeconds: backlog?.oldestDueAgeSeconds ?? 0,
+    recent: recentJson(recent),
   }
 }
 
@@ -170,6 +190,8 @@ export type StatsInput = {
   counts: Partial<Record<EventState, number>>
   due: number
   oldestDueAgeSeconds: number
+  /** Events failed for good in the last 24 h, counted up to FAILED_COUNT_CAP. */
+  failedRecent: number
   /** When dispatch last made progress on the project (actions_dispatch_progress), null when never. */
   progressedAt: Date | null
   /** The database's now, so the heartbeat's age is judged by the one clock. */
@@ -182,6 +204,10 @@ export type StatsJson = {
   counts: Record<EventState, number>
   due: number
   oldestDueAgeSeconds: number
+  /** Events in state failed whose failure (last state change) is under 24 h old, at most FAILED_COUNT_CAP. */
+  failedLast24h: number
+  /** True when the count stopped at the cap: more failed. */
+  failedLast24hCapped: boolean
   lastProgressAt: string | null
   lastProgressAgeSeconds: number | null
 }
@@ -194,6 +220,8 @@ export function statsJson(s: StatsInput): StatsJson {
     counts: { created: 0, retrying: 0, processing: 0, succeed: 0, failed: 0, stopped: 0, ...counts },
     due: s.due,
     oldestDueAgeSeconds: s.oldestDueAgeSeconds,
+    failedLast24h: s.failedRecent,
+    failedLast24hCapped: s.failedRecent >= FAILED_COUNT_CAP,
     lastProgressAt: iso(s.progressedAt),
     lastProgressAgeSeconds: s.progressedAt ? Math.max(0, (s.now.getTime() - s.progressedAt.getTime()) / 1000) : null,
   }

@@ -1,6 +1,7 @@
 import { targetJson } from '../admin/shapes.js'
 import { configSchema, loadConfig, loadConfigPart } from '../config.js'
 import { readTargetBacklog } from '../db/admin-events.js'
+import { readTargetOutcomes } from '../db/admin-recent.js'
 import { getCurrentSchema } from '../db/schemas.js'
 import { listTargetHealth, pauseLabel, pauseTarget, resumeTarget, type TargetHealth } from '../db/pauses.js'
 import { createDeps } from '../deps.js'
@@ -90,9 +91,10 @@ async function list(ctx: EventsContext, project: string, io: Io): Promise<number
   const targets = [...new Set([...names, ...health.keys()])].sort()
   if (io.json) {
     const backlog = await readTargetBacklog(ctx.pool, project)
+    const recent = await readTargetOutcomes(ctx.pool, project)
     printLines(
       io,
-      targets.map(t => targetJson(t, names.has(t), health.get(t), backlog.get(t))),
+      targets.map(t => targetJson(t, names.has(t), health.get(t), backlog.get(t), recent.byTarget.get(t))),
     )
     return 0
   }

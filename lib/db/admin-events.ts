@@ -1,6 +1,7 @@
 // The admin API's reads of a project's events (issue 25): the paginated listing, per-target due
 // backlogs and the numbers of GET …/stats. Operator listings of lib/db/operator.ts stay as they are.
 import type { EventRow, EventState } from '../events.js'
+import { FAILED_COUNT_CAP, FAILED_RECENT_SQL, FAILED_WINDOW_SECONDS } from './admin-recent.js'
 import { DUE_BACKLOG_SQL } from './backlog.js'
 import { DUE } from './due.js'
 import type { Queryable } from './pool.js'
@@ -117,15 +118,17 @@ export async function readTargetBacklog(
 /**
  * The project's numbers in one snapshot: events by state (this reads every event the project still
  * holds, which retention bounds), the due backlog as the sweeper's gauges define it (DUE_BACKLOG_SQL,
- * narrowed to the project: its GROUP BY lets the filter reach the due index), the heartbeat and now.
+ * narrowed to the project: its GROUP BY lets the filter reach the due index), the failed events of the
+ * last 24 h (lib/db/admin-recent.ts: the failed index, capped), the heartbeat and now.
  */
-export const PROJECT_STATS = named<{ project: string }>()(
-  ['project'],
-  `SELECT c.counts, b.due, b.oldest_s, p.progressed_at, now() AS now
+export const PROJECT_STATS = named<{ project: string; failed_window_s: number; failed_cap: number }>()(
+  ['project', 'failed_window_s', 'failed_cap'],
+  `SELECT c.counts, b.due, b.oldest_s, f.failed_recent, p.progressed_at, now() AS now
    FROM (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb) AS counts
          FROM (SELECT state, count(*)::int AS n FROM actions_event WHERE project = $project GROUP BY state) s) c
    CROSS JOIN (SELECT coalesce(sum(n), 0)::int AS due, coalesce(max(oldest_s), 0)::float8 AS oldest_s
                FROM (${DUE_BACKLOG_SQL}) d WHERE d.project = $project) b
+   CROSS JOIN (${FAILED_RECENT_SQL}) f
    LEFT JOIN actions_dispatch_progress p ON p.project = $project`,
 )
 
@@ -137,6 +140,7 @@ export async function readProjectStats(
   counts: Partial<Record<EventState, number>>
   due: number
   oldestDueAgeSeconds: number
+  failedRecent: number
   progressedAt: Date | null
   now: Date
 }> {
@@ -144,10 +148,18 @@ export async function readProjectStats(
     counts: Partial<Record<EventState, number>>
     due: number
     oldest_s: number
+    failed_recent: number
     progressed_at: Date | null
     now: Date
-  }>(PROJECT_STATS.text, PROJECT_STATS.values({ project }))
+  }>(PROJECT_STATS.text, PROJECT_STATS.values({ project, failed_window_s: FAILED_WINDOW_SECONDS, failed_cap: FAILED_COUNT_CAP }))
   const r = rows[0]
   if (!r) throw new Error('the stats statement returned no row')
-  return { counts: r.counts, due: r.due, oldestDueAgeSeconds: r.oldest_s, progressedAt: r.progressed_at, now: r.now }
+  return {
+    counts: r.counts,
+    due: r.due,
+    oldestDueAgeSeconds: r.oldest_s,
+    failedRecent: r.failed_recent,
+    progressedAt: r.progressed_at,
+    now: r.now,
+  }
 }

@@ -128,15 +128,17 @@ export type BulkFilter = {
   limit: number
 }
 
-// The filter of both bulk statements. The state is checked again in the UPDATE itself: an event a
-// dispatcher claims between the pick and the update is re-read under the row lock and left alone. The
-// project too: another project's event may have the same id.
-const BULK_PICK = `id = ANY(ARRAY(
-    SELECT id FROM actions_event
+// Which events a bulk filter matches: the one selection of the bulk statements and of their count.
+const BULK_MATCH = `SELECT id FROM actions_event
     WHERE project = $1 AND ($2::text IS NULL OR target = $2) AND state = $3::actions_event_state
       AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
     ORDER BY created_at
-    LIMIT $6))
+    LIMIT $6`
+
+// The filter of both bulk statements. The state is checked again in the UPDATE itself: an event a
+// dispatcher claims between the pick and the update is re-read under the row lock and left alone. The
+// project too: another project's event may have the same id.
+const BULK_PICK = `id = ANY(ARRAY(${BULK_MATCH}))
   AND project = $1 AND state = $3::actions_event_state`
 
 const bulkParams = (f: BulkFilter) => [f.project, f.target ?? null, f.state, f.since ?? null, f.until ?? null, f.limit]
@@ -163,4 +165,14 @@ export async function stopEvents(db: Queryable, filter: BulkFilter): Promise<num
     bulkParams(filter),
   )
   return rowCount ?? 0
+}
+
+/**
+ * How many events a bulk retry or stop with `filter` would change now (at most its limit): the same
+ * selection, counted without a lock or a change, so the number a console shows before the operator
+ * confirms is the number the bulk call takes (unless events change state in between).
+ */
+export async function countBulkEvents(db: Queryable, filter: BulkFilter): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${BULK_MATCH}) m`, bulkParams(filter))
+  return rows[0]?.n ?? 0
 }

@@ -57,6 +57,8 @@ describe('expectDocumented', () => {
     counts: { created: 0, retrying: 0, processing: 0, succeed: 1, failed: 0, stopped: 0 },
     due: 0,
     oldestDueAgeSeconds: 0,
+    failedLast24h: 0,
+    failedLast24hCapped: false,
     lastProgressAt: null,
     lastProgressAgeSeconds: null,
   }

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/dispatch.js'
 import { eventDetailJson, listedEventJson, targetJson, variablesJson } from '../../lib/admin/shapes.js'
 import { readTargetBacklog } from '../../lib/db/admin-events.js'
+import { readTargetOutcomes } from '../../lib/db/admin-recent.js'
 import { getEvent, listEvents, type Listing } from '../../lib/db/operator.js'
 import { listTargetHealth } from '../../lib/db/pauses.js'
 import { listVariableNames } from '../../lib/db/variable-names.js'
@@ -76,7 +77,7 @@ describe('--json', () => {
     expect(res.out).not.toContain(CANARY)
   })
 
-  it('prints targets list as NDJSON of targetJson, with each target backlog', async () => {
+  it('prints targets list as NDJSON of targetJson, with each target backlog and recent outcomes', async () => {
     const project = env.project
     await failedProject(project)
     await run('targets', 'pause', project, 'u')
@@ -84,14 +85,16 @@ describe('--json', () => {
     expect(res).toMatchObject({ code: 0, err: '' })
     const health = new Map((await listTargetHealth(env.deps.db, project)).map(h => [h.target, h]))
     const backlog = await readTargetBacklog(env.deps.db, project)
+    const recent = await readTargetOutcomes(env.deps.db, project)
     const docs = ndjson(res.out)
     expect(docs).toHaveLength(2)
     // The backlog's age moves with the clock between the two reads: compared apart, roughly.
     const age = (d: unknown) => (typeof d === 'object' && d !== null && 'oldestDueAgeSeconds' in d ? d.oldestDueAgeSeconds : undefined)
-    const expected = ['t', 'u'].map(t => targetJson(t, true, health.get(t), backlog.get(t)))
+    const expected = ['t', 'u'].map(t => targetJson(t, true, health.get(t), backlog.get(t), recent.byTarget.get(t)))
     expect(docs.map(d => ({ ...Object(d), oldestDueAgeSeconds: 0 }))).toEqual(expected.map(d => ({ ...d, oldestDueAgeSeconds: 0 })))
     docs.forEach((d, i) => expect(age(d)).toBeCloseTo(expected[i]?.oldestDueAgeSeconds ?? -1, 0))
     expect(docs[1]).toMatchObject({ target: 'u', state: 'paused', pause: { kind: 'operator' }, due: 2 })
+    expect(docs[0]).toMatchObject({ target: 't', recent: { succeeded: 0, failed: 3, successRate: 0 } })
   })
 
   it('prints variables list as NDJSON of names (values only with --show-values), and the schema as one document', async () => {

@@ -1,7 +1,9 @@
 // POST …/events/retry|stop: the CLI's bulk filter (lib/cli/bulk.ts), in one statement
 // (lib/db/operator.ts retryEvents/stopEvents), then, for a retry that changed events, one signal.
+// With `dryRun: true` the same filter is only counted (countBulkEvents): what a console shows
+// before the operator confirms.
 import { z } from 'zod'
-import { retryEvents, stopEvents } from '../../db/operator.js'
+import { countBulkEvents, retryEvents, stopEvents } from '../../db/operator.js'
 import { MAX_BULK_EVENTS } from '../../cli/bulk.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
 import { nameSchema, projectOf, signal, timeSchema } from './common.js'
@@ -14,6 +16,7 @@ export const bulkBody = z
     since: timeSchema.optional(),
     until: timeSchema.optional(),
     limit: z.number().int().min(1).max(MAX_BULK_EVENTS).default(MAX_BULK_EVENTS),
+    dryRun: z.boolean().default(false).describe('Count the matching events (at most limit) and change none.'),
   })
   .strict()
 
@@ -23,10 +26,20 @@ const bulk = (action: 'retry' | 'stop') => async (ctx: RouteContext) => {
   const f = bulkBody.parse(ctx.body ?? {})
   if (f.since && f.until && f.since >= f.until) throw new ProblemError(400, 'Bad request', 'since must be before until')
   const filter = { project, target: f.target, state: f.state, since: f.since, until: f.until, limit: f.limit }
+  if (f.dryRun) {
+    const matched = await countBulkEvents(ctx.deps.db, filter)
+    return {
+      status: 200,
+      body: { action, dryRun: true, matched, changed: 0, limit: f.limit, limitReached: matched === f.limit, signalled: false },
+    }
+  }
   const changed = action === 'retry' ? await retryEvents(ctx.deps.db, filter) : await stopEvents(ctx.deps.db, filter)
   const signalled = action === 'retry' && changed > 0 ? await signal(ctx, project, 'bulk retry') : false
   // At the limit, more may match: the same call again takes the oldest that still do.
-  return { status: 200, body: { action, changed, limit: f.limit, limitReached: changed === f.limit, signalled } }
+  return {
+    status: 200,
+    body: { action, dryRun: false, matched: changed, changed, limit: f.limit, limitReached: changed === f.limit, signalled },
+  }
 }
 
 /** The bulk event routes. */

@@ -1,6 +1,7 @@
 // The JSON Schemas (2020-12, as OpenAPI 3.1 uses) of the REST answers: one per shape of
 // lib/admin/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
 // validate them (lib/admin/openapi.ts), so a body the document allows is a body the route takes.
+import { FAILED_COUNT_CAP } from '../../db/admin-recent.js'
 import { EVENT_STATES } from '../shapes.js'
 
 type Schema = Record<string, unknown>
@@ -73,6 +74,8 @@ export const responseSchemas: Record<string, Schema> = {
   EventChange: object({ id: { type: 'string', format: 'uuid' }, action: { enum: ['retry', 'stop'] }, signalled: bool }),
   BulkResult: object({
     action: { enum: ['retry', 'stop'] },
+    dryRun: { ...bool, description: 'True: the events were only counted; none changed.' },
+    matched: { type: 'integer', minimum: 0, description: 'Events the filter matched (at most limit); changed ones unless a dry run.' },
     changed: { type: 'integer', minimum: 0 },
     limit: { type: 'integer', minimum: 1 },
     limitReached: { ...bool, description: 'More events may match: the same call again takes the oldest that still do.' },
@@ -94,8 +97,25 @@ export const responseSchemas: Record<string, Schema> = {
     failingSince: nullable(time),
     due: { type: 'integer', minimum: 0 },
     oldestDueAgeSeconds: num,
+    recent: ref('RecentOutcomes'),
   }),
-  Targets: object({ targets: { type: 'array', items: ref('Target') } }),
+  RecentOutcomes: {
+    ...object({
+      succeeded: { type: 'integer', minimum: 0 },
+      failed: { type: 'integer', minimum: 0 },
+      successRate: { ...nullable({ type: 'number', minimum: 0, maximum: 1 }), description: 'Null: no recent deliveries.' },
+    }),
+    description:
+      'The target’s events resolved within recentWindow: delivered (succeed) and failed for good; stopped ones are not counted. ' +
+      'successRate = succeeded / (succeeded + failed).',
+  },
+  Targets: object({
+    targets: { type: 'array', items: ref('Target') },
+    recentWindow: {
+      ...object({ seconds: { type: 'integer', minimum: 1 }, maxEvents: { type: 'integer', minimum: 1 }, limitReached: bool }),
+      description: 'What `recent` is computed over: the project’s newest maxEvents events resolved in the last `seconds`.',
+    },
+  }),
   TargetPaused: object({ target: str, state: { const: 'paused' }, pausedAt: time }),
   TargetResumed: object({ target: str, state: { const: 'running' }, wasPaused: bool, signalled: bool }),
   StoredSchema: object({ version: { type: 'integer', minimum: 1 }, schema: { type: 'object' } }),
@@ -110,6 +130,13 @@ export const responseSchemas: Record<string, Schema> = {
     counts: object(Object.fromEntries(EVENT_STATES.map(s => [s, { type: 'integer', minimum: 0 }]))),
     due: { type: 'integer', minimum: 0 },
     oldestDueAgeSeconds: num,
+    failedLast24h: {
+      type: 'integer',
+      minimum: 0,
+      maximum: FAILED_COUNT_CAP,
+      description: `Events in state failed whose failure is under 24 h old, counted up to ${FAILED_COUNT_CAP}.`,
+    },
+    failedLast24hCapped: { ...bool, description: 'The count stopped at its cap: more failed.' },
     lastProgressAt: nullable(time),
     lastProgressAgeSeconds: nullable(num),
   }),

@@ -1,6 +1,7 @@
 // GET …/targets (health), POST …/targets/:target/pause|resume: as `actions targets …` does
 // (lib/cli/targets.ts), the ops events included, and a resume wakes the project.
 import { readTargetBacklog } from '../../db/admin-events.js'
+import { readTargetOutcomes, RECENT_MAX_EVENTS, RECENT_WINDOW_SECONDS } from '../../db/admin-recent.js'
 import { listTargetHealth, pauseTarget, resumeTarget } from '../../db/pauses.js'
 import { getCurrentSchema } from '../../db/schemas.js'
 import { emitOps } from '../../ops.js'
@@ -20,9 +21,17 @@ async function listTargets(ctx: RouteContext) {
   const names = await schemaTargets(ctx, project)
   const health = new Map((await listTargetHealth(ctx.deps.db, project)).map(h => [h.target, h]))
   const backlog = await readTargetBacklog(ctx.deps.db, project)
+  const recent = await readTargetOutcomes(ctx.deps.db, project)
   // A health row of a target the schema no longer has is still shown: it may be paused, and resume clears it.
   const all = [...new Set([...names, ...health.keys()])].sort()
-  return { status: 200, body: { targets: all.map(t => targetJson(t, names.has(t), health.get(t), backlog.get(t))) } }
+  return {
+    status: 200,
+    body: {
+      targets: all.map(t => targetJson(t, names.has(t), health.get(t), backlog.get(t), recent.byTarget.get(t))),
+      // What `recent` is computed over, so a reader can say "over the last hour".
+      recentWindow: { seconds: RECENT_WINDOW_SECONDS, maxEvents: RECENT_MAX_EVENTS, limitReached: recent.limitReached },
+    },
+  }
 }
 
 async function pause(ctx: RouteContext) {
