@@ -93,11 +93,18 @@ export type TargetJson = {
   failingSince: string | null
   due: number
   oldestDueAgeSeconds: number
+  recent: { succeeded: number; failed: number; successRate: number | null }
 }
+/** GET …/targets: the targets, and what their `recent` outcomes are counted over. */
+export type Targets = { targets: TargetJson[]; recentWindow: { seconds: number; maxEvents: number; limitReached: boolean } }
 export type Stats = {
   counts: Record<string, number>
   due: number
   oldestDueAgeSeconds: number
+  failedLast24h: number
+  failedLast24hCapped: boolean
   lastProgressAt: string | null
   lastProgressAgeSeconds: number | null
 }
+/** The answer of a bulk retry or stop; with dryRun, `matched` is what the same call without it would change. */
+export type BulkResult = { dryRun: boolean; matched: number; changed: number; limit: number; limitReached: boolean }

@@ -1,13 +1,12 @@
 // Events: filtered by state, target and time, paged with the API's cursor; a row opens the event.
-// "Retry all matching" counts the matching events first and says the number before it is confirmed.
-import { api, projectPath, type EventJson } from './api.js'
+// "Retry all matching" asks the API how many events the bulk call would take (a dry run with the very
+// same body) and says that number before it is confirmed.
+import { api, projectPath, type BulkResult, type EventJson } from './api.js'
 import { h, replace, stateBadge, table, when } from './dom.js'
 import { at, confirmed, failed, link, show, type PageContext } from './page.js'
 
 const STATES = ['', 'created', 'retrying', 'processing', 'succeed', 'failed', 'stopped']
 const PAGE = 50
-/** Counting stops after this many pages of 1000: the bulk call itself is bounded at 100,000. */
-const MAX_COUNT_PAGES = 100
 
 type Page = { events: EventJson[]; nextCursor: string | null }
 
@@ -62,44 +61,23 @@ function eventRow(ctx: PageContext, e: EventJson): HTMLTableRowElement {
   return tr
 }
 
-/**
- * How many events the bulk call would change: the listing's events of that state and target whose
- * creation time is in [since, until), since the bulk filter bounds created_at (the listing bounds the change time).
- */
-async function countMatching(base: string, filter: URLSearchParams): Promise<{ n: number; more: boolean }> {
-  const since = filter.get('since') ? Date.parse(filter.get('since') ?? '') : -Infinity
-  const until = filter.get('until') ? Date.parse(filter.get('until') ?? '') : Infinity
-  let n = 0
-  let cursor: string | null = null
-  for (let i = 0; i < MAX_COUNT_PAGES; i++) {
-    const q = new URLSearchParams({ state: filter.get('state') ?? 'failed', limit: '1000' })
-    if (filter.get('target')) q.set('target', filter.get('target') ?? '')
-    if (cursor) q.set('cursor', cursor)
-    const page: Page = await api<Page>('GET', `${base}?${q}`)
-    n += page.events.filter(e => Date.parse(e.createdAt) >= since && Date.parse(e.createdAt) < until).length
-    cursor = page.nextCursor
-    if (!cursor) return { n, more: false }
-  }
-  return { n, more: true }
-}
-
 function bulkButton(ctx: PageContext, base: string, filter: URLSearchParams, reload: () => Promise<void>): HTMLButtonElement {
   const state = filter.get('state') || 'failed'
+  // One body for the count and the retry: the number confirmed is the number the same filter takes.
+  const body: Record<string, unknown> = { state }
+  for (const key of ['target', 'since', 'until']) if (filter.get(key)) body[key] = filter.get(key)
   const counted = { n: 0 }
   return confirmed(
     'Retry all matching',
     async () => {
-      const f = new URLSearchParams(filter)
-      f.set('state', state)
-      const { n, more } = await countMatching(base, f)
-      counted.n = n
+      const dry = await api<BulkResult>('POST', `${base}/retry`, { ...body, dryRun: true })
+      counted.n = dry.matched
       const range = filter.get('since') || filter.get('until') ? ' created in that time range' : ''
-      return `Retry ${n}${more ? '+' : ''} ${state} events of ${ctx.project}${range}?`
+      const more = dry.limitReached ? ` (the limit of one call; run it again for the rest)` : ''
+      return `Retry ${dry.matched} ${state} events of ${ctx.project}${range}?${more}`
     },
     async () => {
-      const body: Record<string, unknown> = { state }
-      for (const key of ['target', 'since', 'until']) if (filter.get(key)) body[key] = filter.get(key)
-      const r = await api<{ changed: number }>('POST', `${base}/retry`, body)
+      const r = await api<BulkResult>('POST', `${base}/retry`, body)
       await reload()
       return `Retried ${r.changed} events (counted ${counted.n}).`
     },

@@ -1,6 +1,7 @@
 // Targets of a project: state in words (running; paused: down / needs operator, since, next probe),
-// the backlog, the failure run; pause and resume behind a confirmation, for roles that may.
-import { api, projectPath, type TargetJson } from './api.js'
+// the backlog, the recent success rate, the failure run; pause and resume behind a confirmation, for
+// roles that may.
+import { api, projectPath, type TargetJson, type Targets } from './api.js'
 import { age, h, stateBadge, table, when } from './dom.js'
 import { at, confirmed, failed, keepingFocus, link, show, type PageContext } from './page.js'
 
@@ -19,6 +20,23 @@ function stateCell(t: TargetJson): HTMLTableCellElement {
     `since ${when(t.pause.since)}`,
     t.pause.probeAt ? `, next probe ${when(t.pause.probeAt)}` : '',
   )
+}
+
+/**
+ * The share of the target's recently resolved events that were delivered, in words: "75 % (3 of 4)".
+ * Rounded down, from the counts, so a single failure never reads as 100 %.
+ */
+function rateText(recent: TargetJson['recent']): string {
+  const total = recent.succeeded + recent.failed
+  if (total === 0) return 'no recent deliveries'
+  const tenths = Math.floor((recent.succeeded * 1000) / total)
+  return `${tenths % 10 === 0 ? tenths / 10 : (tenths / 10).toFixed(1)} % (${recent.succeeded} of ${total})`
+}
+
+/** The rate's cell: the words always, a class only repeating them (below 90 % is marked). */
+function rateCell(t: TargetJson): HTMLTableCellElement {
+  const low = t.recent.successRate !== null && t.recent.successRate < 0.9
+  return h('td', { 'data-field': 'rate', class: low ? 'rate-low' : undefined }, rateText(t.recent))
 }
 
 function row(ctx: PageContext, t: TargetJson, redraw: () => Promise<void>): HTMLTableRowElement {
@@ -46,6 +64,7 @@ function row(ctx: PageContext, t: TargetJson, redraw: () => Promise<void>): HTML
     stateCell(t),
     h('td', {}, t.due),
     h('td', {}, age(t.due ? t.oldestDueAgeSeconds : null)),
+    rateCell(t),
     h(
       'td',
       { class: 'hide-narrow' },
@@ -55,13 +74,28 @@ function row(ctx: PageContext, t: TargetJson, redraw: () => Promise<void>): HTML
   )
 }
 
+/** What the success column is computed over, as the API says it. */
+function windowNote(w: Targets['recentWindow']): string {
+  const span = w.seconds % 3600 === 0 ? `${w.seconds / 3600} h` : `${Math.round(w.seconds / 60)} min`
+  const cut = w.limitReached ? ` (only the newest ${w.maxEvents} of the project: more were resolved)` : ''
+  return `Success: events delivered of those resolved in the last ${span}, stopped ones not counted${cut}.`
+}
+
 /** Draws the Targets page of ctx.project, refreshed every few seconds. */
 export async function targetsPage(ctx: PageContext): Promise<void> {
   const title = `Targets of ${ctx.project}`
   const draw = async () => {
     try {
-      const { targets } = await api<{ targets: TargetJson[] }>('GET', `${projectPath(ctx.project)}/targets`)
-      const head: Array<string | [string, string]> = ['Target', 'State', 'Due', 'Oldest due', ['Recent', 'hide-narrow'], '']
+      const { targets, recentWindow } = await api<Targets>('GET', `${projectPath(ctx.project)}/targets`)
+      const head: Array<string | [string, string]> = [
+        'Target',
+        'State',
+        'Due',
+        'Oldest due',
+        'Success (1 h)',
+        ['Failure run', 'hide-narrow'],
+        '',
+      ]
       show(
         ctx.root,
         title,
@@ -69,6 +103,7 @@ export async function targetsPage(ctx: PageContext): Promise<void> {
           head,
           targets.map(t => row(ctx, t, draw)),
         ),
+        h('p', { class: 'count' }, windowNote(recentWindow)),
       )
     } catch (e) {
       failed(ctx.root, title, e)

@@ -6,10 +6,12 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { randomUUID } from 'node:crypto'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createToken } from '../../lib/admin/tokens.js'
 import { startLocalStack, type LocalStack } from '../../local/stack.js'
+import { insertEvents } from '../helpers/events.js'
 import { useDatabase, useReceiver } from '../helpers/harness.js'
 import { logCapture } from '../helpers/runtime.js'
 import { until } from '../helpers/wait.js'
@@ -122,6 +124,28 @@ afterAll(async () => {
   await stack?.stop()
 })
 
+/**
+ * Writes `n` events of project `other` already resolved as `state` `ago` in the past, in one
+ * transaction, so no dispatch ever sees them due: the history the recent figures are computed from.
+ */
+async function resolvedEvents(target: string, n: number, state: 'succeed' | 'failed', ago: string): Promise<void> {
+  const client = await db.pool.connect()
+  try {
+    await client.query('BEGIN')
+    const ctx = { project: 'other', transactionId: TX, stage: null, schemaVersion: 1, identityId: null, ipAddress: null, userAgent: null }
+    const rows = Array.from({ length: n }, (_, i) => ({ id: randomUUID(), trigger: 'order', target, priority: 0, payload: payload(i) }))
+    const ids = await insertEvents(client, ctx, rows)
+    await client.query(
+      `UPDATE actions_event SET state = $2::actions_event_state, num_retries = 1,
+         last_state_change = now() - $3::interval, resolved_at = now() - $3::interval WHERE id = ANY($1::uuid[])`,
+      [ids, state, ago],
+    )
+    await client.query('COMMIT')
+  } finally {
+    client.release()
+  }
+}
+
 /** A new tab (its own sessionStorage) logged in with `token` by keyboard only. */
 async function loggedIn(token: string): Promise<Page> {
   if (!context) throw new Error('no browser')
@@ -221,6 +245,27 @@ describe('the console on the local stack', () => {
       await until('the receiver gets the retried event', () => rx.eventIds().includes(hostileId), 20_000)
       await page.locator('dl .state', { hasText: 'succeed' }).waitFor({ timeout: 20_000 })
       expect(await page.evaluate('typeof window.__pwned')).toBe('undefined')
+      await page.close()
+    },
+    60_000,
+  )
+
+  it.skipIf(!hasChromium)(
+    "shows each target's recent success rate in words, and the failures of the last 24 h only",
+    async () => {
+      // orders: 3 delivered and 1 failed within the hour, 1 failed two days ago (outside both windows); crm: nothing.
+      await resolvedEvents('orders', 3, 'succeed', '5 minutes')
+      await resolvedEvents('orders', 1, 'failed', '20 minutes')
+      await resolvedEvents('orders', 1, 'failed', '2 days')
+      const page = await loggedIn(stack.adminToken)
+      await expect.poll(() => page.locator('[data-project="other"] [data-field="failed"]').textContent()).toBe('1')
+      await page.goto(`${stack.url}/console#/p/other/targets`)
+      const rate = (target: string) => page.locator(`tr[data-target="${target}"] [data-field="rate"]`)
+      await expect.poll(() => rate('orders').textContent()).toBe('75 % (3 of 4)')
+      // Below 90 %: marked by a class too, but the words carry it.
+      expect(await rate('orders').getAttribute('class')).toBe('rate-low')
+      expect(await rate('crm').textContent()).toBe('no recent deliveries')
+      expect(await page.locator('main p.count').textContent()).toContain('resolved in the last 1 h')
       await page.close()
     },
     60_000,
