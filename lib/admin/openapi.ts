@@ -278,8 +278,8 @@ export function openApiDocument(): Json {
         'Operate a project without database credentials. Errors are RFC 9457 problems (application/problem+json). ' +
         'Callers authenticate with `Authorization: Bearer <token>` (a per-project token: admin, deployer or viewer; only its ' +
         'hash is stored, and a revoked one is refused at once) or as a system caller acting on every project: on the deployed ' +
-        'function URL (AuthType AWS_IAM) AWS checks a SigV4 signature before the function runs; behind the local stack, its ' +
-        'printed bootstrap token. No answer carries a variable value.',
+        'IAM function URL (AuthType AWS_IAM) AWS checks a SigV4 signature first; behind the local stack, its printed bootstrap ' +
+        'token. The deployed Bearer URL (AuthType NONE) takes tokens only. No answer carries a variable value.',
     },
     servers: [{ url: '/' }],
     security: [{ bearer: [] }, { iam: [] }],

@@ -1,7 +1,7 @@
 // The admin function's transport (issue 25): Function URL events (payload format 2.0, as Lambda sends
 // them with AuthType AWS_IAM) mapped to the router, with real tokens in a real Postgres.
 import { describe, expect, it } from 'vitest'
-import { createHandler, fromFunctionUrl, type FunctionUrlEvent } from '../../functions/admin.js'
+import { BEARER_ALIAS, createHandler, doorOf, fromFunctionUrl, type FunctionUrlEvent } from '../../functions/admin.js'
 import { createToken } from '../../lib/admin/tokens.js'
 import type { Route } from '../../lib/admin/types.js'
 import { createContext } from '../helpers/lambda.js'
@@ -105,6 +105,35 @@ describe('the admin function', () => {
     } finally {
       logs.restore()
     }
+  })
+
+  it('never takes a request through the bearer alias (the AuthType NONE URL) for system, whatever IAM context it carries', async () => {
+    const handler = createHandler(() => env.deps, routes)
+    const iamDoor = createContext()
+    // Lambda invokes the alias's ARN for its URL: the qualifier is in the ARN, set by Lambda, not by the request.
+    const bearerDoor = { ...createContext(), invokedFunctionArn: `${iamDoor.invokedFunctionArn}:${BEARER_ALIAS}` }
+    expect([doorOf(iamDoor), doorOf(bearerDoor)]).toEqual(['iam', 'bearer'])
+    // Any other qualifier (a version, $LATEST, another alias) is not the IAM door either: fail closed.
+    for (const q of ['$LATEST', '7', 'live']) expect(doorOf({ invokedFunctionArn: `${iamDoor.invokedFunctionArn}:${q}` })).toBe('bearer')
+
+    const forged = (token?: string) =>
+      urlEvent('POST', '/v1/projects/N/echo', {
+        iam: true,
+        headers: { 'x-amz-security-token': 'x', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+      })
+    const refused = await handler(forged(), bearerDoor)
+    expect(refused).toMatchObject({ statusCode: 401, headers: { 'www-authenticate': 'Bearer realm="actions"' } })
+    // A token gets in as itself: held to its project and role, not lifted to system.
+    const viewer = await createToken(env.deps.db, { project: 'N', role: 'viewer' })
+    const admin = await createToken(env.deps.db, { project: 'N', role: 'admin' })
+    expect((await handler(forged(viewer.token), bearerDoor)).statusCode).toBe(403)
+    const asToken = await handler(forged(admin.token), bearerDoor)
+    expect(asToken.statusCode).toBe(200)
+    expect(JSON.parse(asToken.body ?? '').principal).toBe('token')
+    // The same event through the IAM door stays system, token or not.
+    const signed = await handler(forged(), iamDoor)
+    expect(signed.statusCode).toBe(200)
+    expect(JSON.parse(signed.body ?? '').principal).toBe('system')
   })
 
   it('maps a Function URL event to the transport-free request: method, path, query, lower-cased headers', () => {

@@ -9,6 +9,7 @@ import { inflateRawSync } from 'node:zlib'
 import { configSchema, loadConfig } from '../../lib/config.js'
 import { EMF_METRICS } from '../../lib/metrics/emf-metrics.js'
 import { findBinary } from '../helpers/pushgateway.js'
+import { BEARER_ALIAS } from '../../functions/admin.js'
 
 // Packages serverless.yml exactly as `npm run package` does and checks the CloudFormation template
 // and the artifacts it produced: what would be deployed, without deploying it.
@@ -46,6 +47,10 @@ interface Props {
   Principal?: string
   AuthType?: string
   TargetFunctionArn?: unknown
+  Qualifier?: string
+  FunctionVersion?: string
+  Name?: string
+  InvokedViaFunctionUrl?: boolean
   FunctionUrlAuthType?: string
   Action?: string
   Namespace?: string
@@ -69,6 +74,7 @@ interface Props {
 interface Resource {
   Type: string
   Properties?: Props
+  DependsOn?: string | string[]
 }
 interface Template {
   Resources: Record<string, Resource>
@@ -509,19 +515,35 @@ describe('osls package --stage dev', () => {
     expect(base.template.Outputs).toHaveProperty('SignalQueueUrl')
     expect(base.template.Outputs?.AdminFunctionName?.Value).toEqual(ref('AdminLambdaFunction'))
     expect(base.template.Outputs?.AdminLambdaFunctionUrl?.Value).toEqual(getAtt('AdminLambdaFunctionUrl', 'FunctionUrl'))
+    expect(base.template.Outputs?.AdminBearerFunctionUrl?.Value).toEqual(getAtt('AdminBearerFunctionUrl', 'FunctionUrl'))
   })
 
-  it('puts the admin function behind one Function URL whose AuthType is AWS_IAM, open to no unsigned caller', () => {
-    const urls = ofType(base.template, 'AWS::Lambda::Url')
-    expect(urls).toHaveLength(1)
-    const [id, url] = urls[0]!
-    expect(id).toBe('AdminLambdaFunctionUrl')
-    expect(url.AuthType).toBe('AWS_IAM')
-    expect(url.TargetFunctionArn).toEqual(getAtt('AdminLambdaFunction', 'Arn'))
-    // An AuthType NONE URL comes with a permission for everyone ('*'); an IAM one needs none, and none may exist.
+  it('opens the admin function by two doors: its own URL with AuthType AWS_IAM, the bearer alias with AuthType NONE', () => {
+    const urls = Object.fromEntries(ofType(base.template, 'AWS::Lambda::Url'))
+    expect(Object.keys(urls).sort()).toEqual(['AdminBearerFunctionUrl', 'AdminLambdaFunctionUrl'])
+    // The operators' door: the unqualified function, so its invocations carry no qualifier (functions/admin.ts doorOf).
+    expect(urls['AdminLambdaFunctionUrl']?.AuthType).toBe('AWS_IAM')
+    expect(urls['AdminLambdaFunctionUrl']?.TargetFunctionArn).toEqual(getAtt('AdminLambdaFunction', 'Arn'))
+    expect(urls['AdminLambdaFunctionUrl']?.Qualifier).toBeUndefined()
+    // The public door is the alias the handler knows by name: a request through it is never system.
+    expect(urls['AdminBearerFunctionUrl']?.AuthType).toBe('NONE')
+    expect(urls['AdminBearerFunctionUrl']?.TargetFunctionArn).toEqual(getAtt('AdminLambdaFunction', 'Arn'))
+    expect(urls['AdminBearerFunctionUrl']?.Qualifier).toBe(BEARER_ALIAS)
+    expect(asList(base.template.Resources['AdminBearerFunctionUrl']?.DependsOn)).toEqual(['AdminBearerAlias'])
+    const aliases = ofType(base.template, 'AWS::Lambda::Alias')
+    expect(aliases.map(([id, a]) => [id, a.FunctionName, a.Name, a.FunctionVersion])).toEqual([
+      ['AdminBearerAlias', ref('AdminLambdaFunction'), BEARER_ALIAS, '$LATEST'],
+    ])
+
+    // Everyone may call the alias, and only through its URL; nothing opens the function itself to '*'.
     const permissions = ofType(base.template, 'AWS::Lambda::Permission').map(([, p]) => p)
-    expect(permissions.filter(p => p.FunctionUrlAuthType !== undefined || p.Action === 'lambda:InvokeFunctionUrl')).toEqual([])
-    expect(permissions.filter(p => p.Principal === '*')).toEqual([])
+    const open = permissions.filter(p => p.Principal === '*')
+    expect(open).toHaveLength(2)
+    for (const p of open) expect(p.FunctionName).toEqual(ref('AdminBearerAlias'))
+    expect(open.find(p => p.Action === 'lambda:InvokeFunctionUrl')?.FunctionUrlAuthType).toBe('NONE')
+    expect(open.find(p => p.Action === 'lambda:InvokeFunction')?.InvokedViaFunctionUrl).toBe(true)
+    expect(permissions.filter(p => p.FunctionUrlAuthType === 'AWS_IAM')).toEqual([])
+
     const admin = resource(base.template, 'AdminLambdaFunction')
     expect(admin.Handler).toBe('functions/admin.handler')
     expect(admin.Timeout).toBe(30)
