@@ -9,6 +9,7 @@ import { drainProject } from '../lib/dispatch/drain.js'
 import { enqueue } from '../lib/enqueue.js'
 import { type EnqueueRequest } from '../lib/enqueue/request.js'
 import { now } from './clock.js'
+import { tableUpdates, updatesBetween, type TableUpdates } from './hot.js'
 import { articlePayload } from './jobs.js'
 import { countStatements } from './statements.js'
 import { timedDelivery, type RunResult, type TimedContext } from './timed.js'
@@ -50,6 +51,10 @@ export type ActionsBench = {
    * history a running deployment holds under its retention, so the planner sees a table of that size.
    */
   seedHistory(projectName: string, n: number): Promise<void>
+  /** The update counters of the bench's database so far, with deps.db's backends flushed first (bench/hot.ts). */
+  updates(): Promise<TableUpdates>
+  /** Runs `run` and adds the row updates it made (uncounted statements, outside the clock). */
+  withUpdates(run: () => Promise<RunResult>): Promise<RunResult>
   /** Counts events of a project by state (uncounted pool). */
   countByState(projectName: string, state: string): Promise<number>
   /** Pre-enqueues `n` events through the real `enqueue`, in large requests, `perKey` events per entity; not timed. */
@@ -85,6 +90,13 @@ export async function setupActions(
   await migrate(deps.db)
   const statements = countStatements(deps.db)
   const check = new pg.Pool({ connectionString: url, max: 1 })
+  const versionNum = Number((await check.query<{ v: string }>('SELECT current_setting($1) AS v', ['server_version_num'])).rows[0]?.v ?? 0)
+  const updates = () => tableUpdates(check, [deps.db], versionNum)
+  const withUpdates = async (run: () => Promise<RunResult>): Promise<RunResult> => {
+    const before = await updates()
+    const result = await run()
+    return { ...result, updates: updatesBetween(before, await updates()) }
+  }
   const storeProject = async (projectName: string, batchSize: number, unordered = false) => {
     await storeSchema(deps.db, projectName, {
       targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl, batchSize, ...(unordered ? { ordering: 'none' } : {}) } },
@@ -168,34 +180,38 @@ export async function setupActions(
     storeProject,
     truncate,
     seedHistory,
+    updates,
+    withUpdates,
     countByState,
     prepare,
     deliver: async (batchSize, n, variant = 'entity') => {
       const name = project(batchSize, variant)
       await truncate()
       await prepare(name, n, variant === 'keys10' ? 10 : 1)
-      return timedDelivery(
-        ctx,
-        n,
-        async () => {
-          // The real dispatch path, without the Lambda clock: drain until nothing is due. With several
-          // events per entity a drain may end while the last of them wait for their predecessors' records.
-          const drainAll = async () => {
-            for (let i = 0; i < 1_000; i++) {
-              await drainProject(deps, name, { remainingMs: () => Infinity })
-              if (variant !== 'keys10' || (await countByState(name, 'succeed')) === n) return
+      return withUpdates(() =>
+        timedDelivery(
+          ctx,
+          n,
+          async () => {
+            // The real dispatch path, without the Lambda clock: drain until nothing is due. With several
+            // events per entity a drain may end while the last of them wait for their predecessors' records.
+            const drainAll = async () => {
+              for (let i = 0; i < 1_000; i++) {
+                await drainProject(deps, name, { remainingMs: () => Infinity })
+                if (variant !== 'keys10' || (await countByState(name, 'succeed')) === n) return
+              }
             }
-          }
-          const drain = drainAll()
-          return {
-            finished: drain,
-            stop: async () => {
-              await drain
-              return (await countByState(name, 'succeed')) === n
-            },
-          }
-        },
-        statements,
+            const drain = drainAll()
+            return {
+              finished: drain,
+              stop: async () => {
+                await drain
+                return (await countByState(name, 'succeed')) === n
+              },
+            }
+          },
+          statements,
+        ),
       )
     },
     deliverCappedPair: async n => {

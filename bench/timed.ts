@@ -1,6 +1,7 @@
 import { now } from './clock.js'
 import type { CpuMeter, CpuShare } from './cpu.js'
 import { DeadlineError } from './child.js'
+import type { TableUpdates } from './hot.js'
 import type { ReceiverProcess } from './receiverProcess.js'
 
 /** One measured run of one scenario. */
@@ -14,6 +15,8 @@ export type RunResult = {
   allDelivered: boolean
   statementsPerEvent?: number
   cpu: CpuShare
+  /** Actions' delivery rows: the row updates the run made in the bench's database (bench/hot.ts). */
+  updates?: TableUpdates
   /** Why a run fell short: a missed deadline or an error. */
   note?: string
 }
