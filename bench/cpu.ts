@@ -6,9 +6,17 @@ import type pg from 'pg'
  * `bench` includes the dispatch child processes of the scale-out rows; `producer` is the latency rows'
  * AWS side: load generator, SQS emulator and event source poller (bench/producer.ts), 0 while it
  * idles or when it is not running.
- * `postgresMs` is Postgres' CPU time in ms, unrounded, for CPU per event.
+ * `benchMs` and `postgresMs` are the bench's and Postgres' CPU time in ms, unrounded, for CPU per event.
  */
-export type CpuShare = { bench: number; receiver: number; producer: number; postgres: number; machine: number; postgresMs: number }
+export type CpuShare = {
+  bench: number
+  receiver: number
+  producer: number
+  postgres: number
+  machine: number
+  benchMs: number
+  postgresMs: number
+}
 
 type Snapshot = {
   at: number
@@ -71,6 +79,7 @@ export function createCpuMeter(admin: pg.Client, database: string, receiverMicro
         producer: share((end.producerMicros - start.producerMicros) / 1000),
         postgres: share(pgTicksUsed * TICK_MS),
         machine: share((end.machineBusy - start.machineBusy) * TICK_MS),
+        benchMs: (end.benchMicros - start.benchMicros) / 1000,
         postgresMs: pgTicksUsed * TICK_MS,
       }
     },

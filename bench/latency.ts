@@ -2,7 +2,7 @@ import { SQSClient } from '@aws-sdk/client-sqs'
 import { createHandler } from '../functions/dispatch.js'
 import { createSignals } from '../lib/signals.js'
 import { lambdaContext } from '../local/lambda.js'
-import { project, type ActionsBench } from './actions.js'
+import { project, type ActionsBench, type OrderVariant } from './actions.js'
 import { now } from './clock.js'
 import type { EventSource } from './deployment.js'
 import type { Load, ProducerProcess } from './producerProcess.js'
@@ -20,6 +20,8 @@ export type LatencyOptions = {
   perRequest: number
   /** The deployed event source: batching window, batch size, concurrency, timeout. */
   source: EventSource
+  /** The batchSize 1 project's ordering: per entity, every event its own (the default), or `ordering: 'none'`. */
+  ordering?: Exclude<OrderVariant, 'keys10'>
 }
 
 /**
@@ -53,8 +55,9 @@ export async function measureLatency(
   ctx: TimedContext,
   opts: LatencyOptions,
 ): Promise<LatencyResult> {
+  const target = project(1, opts.ordering)
   await actions.truncate()
-  await actions.seedHistory(project(1), HISTORY_EVENTS)
+  await actions.seedHistory(target, HISTORY_EVENTS)
   const name = `bench-latency-${++queues}`
   // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
   const queueUrl = await producer.createQueue(name)
@@ -83,7 +86,7 @@ export async function measureLatency(
   try {
     await ctx.receiver.reset(warmRequests * opts.perRequest)
     await producer.load(
-      { queueUrl, project: project(1), requests: warmRequests, perRequest: opts.perRequest, intervalMs },
+      { queueUrl, project: target, requests: warmRequests, perRequest: opts.perRequest, intervalMs },
       WARMUP_SECONDS * 1000 + ctx.deadlineMs,
     )
     await ctx.receiver.whenComplete(ctx.deadlineMs)
@@ -101,7 +104,7 @@ export async function measureLatency(
   try {
     // The load itself takes `seconds`; what is still in flight after it is bounded like a delivery run.
     load = await producer.load(
-      { queueUrl, project: project(1), requests, perRequest: opts.perRequest, intervalMs },
+      { queueUrl, project: target, requests, perRequest: opts.perRequest, intervalMs },
       opts.seconds * 1000 + ctx.deadlineMs,
     )
     end = await ctx.receiver.whenComplete(ctx.deadlineMs)

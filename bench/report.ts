@@ -1,6 +1,7 @@
 import { cpus } from 'node:os'
 import type { LatencyResult } from './latency.js'
 import { dec, int, summary, table } from './stats.js'
+import { evaluateTargets, targetLines, type RowFigures } from './targets.js'
 import { eventsPerSecond, type RunResult } from './timed.js'
 
 export type Scenario = {
@@ -8,7 +9,7 @@ export type Scenario = {
   contender: string
   scenario: string
   kind: 'delivery' | 'enqueue' | 'latency'
-  /** A peer job queue: the best of them (median events/s of this run) is what the targets compare with. */
+  /** A peer job queue: the best of them on each measure of this run is what the targets compare with. */
   peer?: boolean
   /** Scale-out rows: dispatch processes and projects drained. */
   scale?: { processes: number; projects: number }
@@ -20,22 +21,20 @@ export type Report = {
   scenarios: Scenario[]
   results: ReadonlyMap<string, ReadonlyArray<RunResult | LatencyResult>>
   header: string[]
+  /** Printed again right above the targets (a Node that is not the deployment's), so no one misses them. */
+  warnings?: string[]
+  /** Lines measured outside the rows (the dispatch handler's empty invocation), printed with the informational ones. */
+  informational?: string[]
 }
 
-// Issue 14's targets: against the best peer and the ceiling row, statement budgets, latency under load.
-const TARGETS = { b1PeerRatio: 1.5, b1CeilingRatio: 0.5, b50PeerRatio: 3, b1Statements: 0.1, b50Statements: 0.01 }
-// Issue 22's: per-entity order with distinct keys costs at most this share of `ordering: 'none'`'s events/s.
+/** Informational since issue 29 (no PASS/FAIL): issue 14's ceiling ratio and issue 22's cost of per-entity order. */
+const CEILING_RATIO = 0.5
 const ORDER_COST = 0.1
-/** p99 enqueue-to-delivery bound (ms) by offered rate (events/s). */
-const LATENCY_P99_MS = new Map([
-  [500, 100],
-  [2_000, 250],
-])
 
 const isLatency = (r: RunResult | LatencyResult): r is LatencyResult => 'p50' in r
 
 /** The whole printed report: results, scale-out, latency, CPU shares, targets with PASS/FAIL. */
-export function report({ scenarios, results, header }: Report): string {
+export function report({ scenarios, results, header, warnings = [], informational: extra = [] }: Report): string {
   const runs = (key: string) => results.get(key) ?? []
   const eps = (key: string) => summary(runs(key).map(eventsPerSecond))
   const stmts = (key: string) => {
@@ -50,10 +49,10 @@ export function report({ scenarios, results, header }: Report): string {
     return rs[Math.floor((rs.length - 1) / 2)]
   }
   const pgPerThousand = (r: RunResult | undefined) => (r && r.delivered > 0 ? (r.cpu.postgresMs / r.delivered) * 1000 : undefined)
-  // The contender's own CPU per event (the bench process and any dispatch children), from its share of one core.
+  // The contender's own CPU per event (the bench process and any dispatch children), µs.
   const benchPerEvent = (key: string) => {
     const r = medianRun(key)
-    return r && r.delivered > 0 ? ((r.cpu.bench / 100) * 1e6) / eventsPerSecond(r) : undefined
+    return r && r.delivered > 0 ? (r.cpu.benchMs / r.delivered) * 1000 : undefined
   }
 
   const main = table(
@@ -152,12 +151,30 @@ export function report({ scenarios, results, header }: Report): string {
   )
 
   const notes = scenarios.flatMap(s => runs(s.key).flatMap((r, i) => (r.note ? [`  ${s.key} round ${i + 1}: ${r.note}`] : [])))
-  const latencyP99 = (key: string) =>
-    summary(
-      runs(key)
+  const figures = new Map<string, RowFigures>(
+    scenarios.map(s => {
+      const p99s = runs(s.key)
         .filter(isLatency)
-        .map(r => r.p99),
-    ).median
+        .map(r => r.p99)
+      const ownUs = benchPerEvent(s.key)
+      const pgUs = pgPerThousand(medianRun(s.key))
+      const stmt = stmts(s.key)
+      return [
+        s.key,
+        {
+          key: s.key,
+          name: `${s.contender} ${s.scenario}`,
+          eventsPerSecond: eps(s.key).median,
+          ...(s.kind === 'delivery' && ownUs !== undefined ? { ownUs } : {}),
+          ...(s.kind === 'delivery' && pgUs !== undefined ? { pgUs } : {}),
+          ...(stmt !== undefined ? { statementsPerEvent: stmt } : {}),
+          ...(p99s.length ? { p99Ms: summary(p99s).median } : {}),
+        },
+      ]
+    }),
+  )
+  const peers = scenarios.filter(s => s.peer).flatMap(s => figures.get(s.key) ?? [])
+  const hot = updatesTable(scenarios, runs)
 
   return [
     ...header,
@@ -177,129 +194,92 @@ export function report({ scenarios, results, header }: Report): string {
     `CPU while measured (median round), % of one core; this machine's total is ${cpus().length * 100}%:`,
     cpu,
     '',
-    ...targets(scenarios, eps, stmts, latencyP99),
-    ...perCpu(scenarios, eps, benchPerEvent, key => pgPerThousand(medianRun(key))),
+    ...(hot ? ['Row updates in the bench database while measured (pg_stat_user_tables, all measured rounds together):', hot, ''] : []),
+    ...warnings,
+    ...targetLines(evaluateTargets(figures, peers)),
+    ...informational(figures, peers, extra),
     ...(notes.length ? ['', 'Runs that fell short:', ...notes] : []),
     '',
   ].join('\n')
 }
 
-/**
- * The batchSize 1 comparisons per CPU spent instead of per second (informational, no PASS/FAIL): on a
- * box where the contender, the receiver and Postgres share a few cores, events/s also measures how they
- * preempt each other, which a deployed dispatcher (cores of its own) does not pay. Here each side's
- * cost is its own CPU per event: the contender's process, and Postgres for its statements.
- */
-function perCpu(
-  scenarios: Scenario[],
-  eps: (key: string) => { median: number },
-  benchUs: (key: string) => number | undefined,
-  pgUs: (key: string) => number | undefined,
-): string[] {
-  const has = (key: string) => scenarios.some(s => s.key === key)
-  const best = scenarios
-    .filter(s => s.peer)
-    .map(s => ({ s, v: eps(s.key).median }))
-    .filter(p => Number.isFinite(p.v))
-    .sort((a, b) => b.v - a.v)[0]
-  const ours = benchUs('actions-b1')
-  const ourPg = pgUs('actions-b1')
-  if (!has('actions-b1') || ours === undefined || ourPg === undefined) return []
-  const lines = ['', 'Per CPU spent (informational, not a target; % of one core over events/s, median round):']
-  lines.push(`  batchSize 1: ${dec(ours, 0)} µs of dispatcher CPU and ${dec(ourPg, 0)} µs of Postgres CPU per event`)
-  const ceiling = has('bare') ? benchUs('bare') : undefined
-  if (ceiling !== undefined) {
-    lines.push(
-      `  ceiling client: ${dec(ceiling, 0)} µs per POST; per dispatcher CPU-second batchSize 1 delivers ${dec(ceiling / ours)}x the ceiling's POSTs (the events/s target asks ${TARGETS.b1CeilingRatio}x)`,
-    )
-  }
-  const peerUs = best ? benchUs(best.s.key) : undefined
-  const peerPg = best ? pgUs(best.s.key) : undefined
-  if (best && peerUs !== undefined && peerPg !== undefined) {
-    lines.push(
-      `  best peer (${best.s.contender} ${best.s.scenario}): ${dec(peerUs, 0)} µs of its own and ${dec(peerPg, 0)} µs of Postgres CPU per event; ` +
-        `together ${dec((peerUs + peerPg) / (ours + ourPg))}x what batchSize 1 spends (the events/s target asks ${TARGETS.b1PeerRatio}x)`,
-    )
-  }
-  return lines
+/** Per row with counted updates: what the measured rounds did to actions_event (and every other table). */
+function updatesTable(scenarios: readonly Scenario[], runs: (key: string) => ReadonlyArray<RunResult | LatencyResult>): string {
+  const rows = scenarios.flatMap(s => {
+    const rs = runs(s.key).filter(r => r.updates)
+    if (!rs.length) return []
+    const sum = (f: (r: RunResult) => number) => rs.reduce((a, r) => a + f(r), 0)
+    const delivered = sum(r => r.delivered)
+    const updates = sum(r => r.updates?.updates ?? 0)
+    const hot = sum(r => r.updates?.hot ?? 0)
+    const others = sum(r => (r.updates?.allTables ?? 0) - (r.updates?.updates ?? 0))
+    const perEvent = (v: number) => (delivered > 0 ? dec(v / delivered) : '-')
+    return [
+      [
+        `${s.contender}: ${s.scenario}`,
+        int(updates),
+        int(hot),
+        updates > 0 ? `${dec((hot / updates) * 100, 1)}%` : '-',
+        perEvent(updates),
+        perEvent(updates - hot),
+        perEvent(others),
+      ],
+    ]
+  })
+  return rows.length
+    ? table(
+        [
+          'scenario',
+          'actions_event updates',
+          'HOT updates',
+          'HOT ratio',
+          'updates / event',
+          'non-HOT / event',
+          'other tables: updates / event',
+        ],
+        rows,
+      )
+    : ''
 }
 
-function targets(
-  scenarios: Scenario[],
-  eps: (key: string) => { median: number },
-  stmts: (key: string) => number | undefined,
-  p99: (key: string) => number,
-): string[] {
-  const has = (key: string) => scenarios.some(s => s.key === key)
-  const peers = scenarios
-    .filter(s => s.peer)
-    .map(s => ({ s, v: eps(s.key).median }))
-    .filter(p => Number.isFinite(p.v))
-    .sort((a, b) => b.v - a.v)
-  const best = peers[0]
-  const lines = ['Targets (computed from this run):']
-  const line = (ok: boolean | undefined, text: string) => lines.push(`  ${ok === undefined ? 'n/a ' : ok ? 'PASS' : 'FAIL'}  ${text}`)
-  // A miss says by how much: the factor still missing.
-  const short = (ok: boolean, need: number) => (ok ? '' : `; short by ${dec(need)}x`)
-  const bestName = best ? `${best.s.contender} ${best.s.scenario}, ${int(best.v)}/s` : ''
-
-  for (const [key, size, ratio] of [
-    ['actions-b1', 1, TARGETS.b1PeerRatio],
-    ['actions-b50', 50, TARGETS.b50PeerRatio],
-  ] as const) {
-    if (!has(key) || !best) {
-      line(undefined, `batchSize ${size}: Actions >= ${ratio}x the best peer (not measured in this run)`)
-      continue
+/**
+ * What is printed below the targets without PASS/FAIL: the ceiling and per-entity-order ratios of
+ * earlier issues, and what the dispatch handler's edge adds to drainProject per event.
+ */
+function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly RowFigures[], extra: readonly string[]): string[] {
+  const lines = ['', 'Informational (not targets):']
+  const b1 = rows.get('actions-b1')
+  const bare = rows.get('bare')
+  if (b1 && bare) {
+    const r = b1.eventsPerSecond / bare.eventsPerSecond
+    lines.push(
+      `  batchSize 1 = ${dec(r)}x the ceiling row's events/s (${int(bare.eventsPerSecond)} POST/s; issue 14 asked ${CEILING_RATIO}x)`,
+    )
+    if (b1.ownUs !== undefined && bare.ownUs !== undefined) {
+      lines.push(
+        `  ceiling client: ${dec(bare.ownUs, 1)} µs per POST; per dispatcher CPU-second batchSize 1 delivers ${dec(bare.ownUs / b1.ownUs)}x its POSTs`,
+      )
     }
-    const v = eps(key).median
-    const r = v / best.v
-    line(
-      r >= ratio,
-      `batchSize ${size}: Actions ${int(v)}/s = ${dec(r)}x the best peer (${bestName}); target >= ${ratio}x${short(r >= ratio, ratio / r)}`,
-    )
-    for (const p of peers) lines.push(`        (${dec(v / p.v)}x ${p.s.contender} ${p.s.scenario})`)
-  }
-  if (has('actions-b1') && has('bare')) {
-    const ceiling = eps('bare').median
-    const r = eps('actions-b1').median / ceiling
-    line(
-      r >= TARGETS.b1CeilingRatio,
-      `batchSize 1: Actions = ${dec(r)}x the ceiling row (${int(ceiling)} POST/s); target >= ${TARGETS.b1CeilingRatio}x${short(r >= TARGETS.b1CeilingRatio, TARGETS.b1CeilingRatio / r)}`,
-    )
-    if (best) lines.push(`        (${TARGETS.b1PeerRatio}x the best peer is ${dec((TARGETS.b1PeerRatio * best.v) / ceiling)}x the ceiling)`)
-  } else {
-    line(undefined, `batchSize 1: Actions >= ${TARGETS.b1CeilingRatio}x the ceiling row (not measured in this run)`)
-  }
-  for (const [key, size, budget] of [
-    ['actions-b1', 1, TARGETS.b1Statements],
-    ['actions-b50', 50, TARGETS.b50Statements],
-  ] as const) {
-    const v = stmts(key)
-    line(v === undefined ? undefined : v <= budget, `batchSize ${size}: ${dec(v, 3)} statements per delivered event; target <= ${budget}`)
   }
   for (const size of [1, 50]) {
-    const [ordered, none] = [`actions-b${size}`, `actions-b${size}-none`]
-    if (!has(ordered) || !has(none)) {
-      line(undefined, `batchSize ${size}: ordering entity >= ${dec(1 - ORDER_COST)}x ordering none (not measured in this run)`)
-      continue
+    const ordered = rows.get(`actions-b${size}`)
+    const none = rows.get(`actions-b${size}-none`)
+    if (ordered && none) {
+      lines.push(
+        `  batchSize ${size}: ordering entity ${int(ordered.eventsPerSecond)}/s = ${dec(ordered.eventsPerSecond / none.eventsPerSecond)}x ordering none ` +
+          `(${int(none.eventsPerSecond)}/s; issue 22 asked >= ${dec(1 - ORDER_COST)}x)`,
+      )
     }
-    const r = eps(ordered).median / eps(none).median
-    line(
-      r >= 1 - ORDER_COST,
-      `batchSize ${size}: ordering entity (distinct keys) ${int(eps(ordered).median)}/s = ${dec(r)}x ordering none (${int(eps(none).median)}/s); target >= ${dec(1 - ORDER_COST)}x`,
+  }
+  const handler = rows.get('actions-b1-handler')
+  if (b1 && handler && b1.ownUs !== undefined && handler.ownUs !== undefined && b1.pgUs !== undefined && handler.pgUs !== undefined) {
+    lines.push(
+      `  the dispatch handler's edge at batchSize 1: ${dec(handler.ownUs, 1)} + ${dec(handler.pgUs, 1)} µs (dispatcher + Postgres) per event ` +
+        `against drainProject's ${dec(b1.ownUs, 1)} + ${dec(b1.pgUs, 1)}: ${dec(handler.ownUs - b1.ownUs, 1)} + ${dec(handler.pgUs - b1.pgUs, 1)} µs; ` +
+        `${int(handler.eventsPerSecond)} against ${int(b1.eventsPerSecond)}/s`,
     )
   }
-  for (const [rate, bound] of LATENCY_P99_MS) {
-    const s = scenarios.find(x => x.kind === 'latency' && x.rate === rate)
-    const v = s ? p99(s.key) : NaN
-    if (!s || !Number.isFinite(v)) {
-      line(undefined, `p99 enqueue-to-delivery < ${bound} ms at ${int(rate)}/s offered (not measured in this run)`)
-      continue
-    }
-    line(
-      v < bound,
-      `p99 enqueue-to-delivery at ${int(rate)}/s offered: ${dec(v, 1)} ms (median of rounds); target < ${bound} ms${v < bound ? '' : `; over by ${dec(v - bound, 1)} ms`}`,
-    )
-  }
-  return lines
+  lines.push(...extra)
+  if (peers.length === 0) lines.push('  no peer row ran: the targets against the best peer are not measured')
+  return lines.length > 2 ? lines : []
 }

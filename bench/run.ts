@@ -18,6 +18,7 @@ import { BARE_LABEL, setupBareClient } from './bare.js'
 import { createCpuMeter } from './cpu.js'
 import { deployedEventSource } from './deployment.js'
 import { GRAPHILE_MODES, setupGraphile } from './graphile.js'
+import { setupHandler } from './handler.js'
 import { measureLatency, type LatencyResult } from './latency.js'
 import { benchOptions } from './options.js'
 import { pgbossModes, setupPgBoss } from './pgboss.js'
@@ -34,6 +35,8 @@ const WARMUP_N = 1_000
 const ENQUEUE_PER_REQUEST = 100
 const ENQUEUE_CONCURRENCY = 8
 const LATENCY_PER_REQUEST = 10
+// Enough empty invocations that Postgres' 10 ms CPU ticks (bench/cpu.ts) resolve a few µs each.
+const IDLE_INVOCATIONS = 500
 
 type Runnable = Scenario & { run: (n: number) => Promise<RunResult | LatencyResult> }
 
@@ -92,8 +95,19 @@ async function main(): Promise<void> {
     const actions = await setupActions(actionsUrl, receiver.url, sqs, signalQueue, ctxFor(db.actions))
     cleanups.push(() => actions.close())
 
+    // The same batchSize 1 drain through the dispatch handler's edge (middy, metrics flush, Lambda context),
+    // right after drainProject's row in each round, so that the two meet the machine in the same state.
+    const viaHandler = setupHandler(actions, sqs, source, ctxFor(db.actions))
+    cleanups.push(() => viaHandler.close())
     const all: Runnable[] = [
       { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery', run: n => actions.deliver(1, n) },
+      {
+        key: 'actions-b1-handler',
+        contender: 'Actions',
+        scenario: 'dispatch handler (middy, EMF flush), batchSize 1',
+        kind: 'delivery',
+        run: n => viaHandler.deliver(n),
+      },
       {
         key: 'actions-b50',
         contender: 'Actions',
@@ -203,21 +217,25 @@ async function main(): Promise<void> {
       producer = started
       cleanups.push(() => started.stop())
       await started.init(actionsUrl)
-      for (const rate of opts.latencyRates) {
-        all.push({
-          key: `latency-${rate}`,
-          contender: 'Actions',
-          kind: 'latency',
-          rate,
-          scenario: `latency, ${rate}/s for ${opts.latencySeconds} s via dispatch handler, ${source.batchingWindowMs} ms batching window`,
-          run: () =>
-            measureLatency(actions, started, ctxFor(db.actions), {
-              rate,
-              seconds: opts.latencySeconds,
-              perRequest: LATENCY_PER_REQUEST,
-              source,
-            }),
-        })
+      // Per-entity order with distinct keys (the default) and `ordering: 'none'`, at every rate.
+      for (const ordering of ['entity', 'none'] as const) {
+        for (const rate of opts.latencyRates) {
+          all.push({
+            key: `latency-${rate}${ordering === 'none' ? '-none' : ''}`,
+            contender: 'Actions',
+            kind: 'latency',
+            rate,
+            scenario: `latency, ${rate}/s for ${opts.latencySeconds} s via dispatch handler, ${source.batchingWindowMs} ms batching window${ordering === 'none' ? ', ordering none' : ''}`,
+            run: () =>
+              measureLatency(actions, started, ctxFor(db.actions), {
+                rate,
+                seconds: opts.latencySeconds,
+                perRequest: LATENCY_PER_REQUEST,
+                source,
+                ordering,
+              }),
+          })
+        }
       }
     }
     const scenarios = all.filter(s => !opts.only || opts.only.has(s.key))
@@ -244,6 +262,14 @@ async function main(): Promise<void> {
       }
     }
 
+    // What an invocation costs that finds nothing due: the edge alone, once per slice of a backlog.
+    const extra: string[] = []
+    if (scenarios.some(s => s.key === 'actions-b1-handler')) {
+      const idle = await viaHandler.idleInvocations(IDLE_INVOCATIONS)
+      extra.push(
+        `  one dispatch invocation that finds nothing due (${IDLE_INVOCATIONS} in a row): ${idle.ownUs.toFixed(0)} µs dispatcher and ${idle.pgUs.toFixed(0)} µs Postgres CPU, ${idle.statements.toFixed(1)} statements`,
+      )
+    }
     process.stdout.write(
       report({
         scenarios,
@@ -253,6 +279,8 @@ async function main(): Promise<void> {
           `N = ${opts.n} events per run, ${opts.rounds} interleaved round(s) after one warm-up; delivery = 8-way concurrency; wall ${Math.round((Date.now() - started) / 1000)} s`,
           ...runtime,
         ],
+        warnings: runtime,
+        informational: extra,
       }),
     )
     // What signing adds per request, measured in this process with nothing else running.
