@@ -75,11 +75,13 @@ interface Resource {
   Type: string
   Properties?: Props
   DependsOn?: string | string[]
+  Condition?: string
 }
 interface Template {
   Resources: Record<string, Resource>
-  Outputs?: Record<string, { Value?: unknown }>
-  Parameters?: Record<string, { Default?: string }>
+  Outputs?: Record<string, { Value?: unknown; Condition?: string }>
+  Parameters?: Record<string, { Default?: string; AllowedValues?: string[] }>
+  Conditions?: Record<string, unknown>
 }
 interface Statement {
   Effect: string
@@ -136,6 +138,7 @@ beforeAll(async () => {
     'dbPreparedStatements=false',
     'adminReservedConcurrency=3',
     'adminDbPoolMax=1',
+    'adminBearerUrl=false',
   ])
 }, 2 * PACKAGE_TIMEOUT_MS)
 
@@ -543,6 +546,18 @@ describe('osls package --stage dev', () => {
     expect(open.find(p => p.Action === 'lambda:InvokeFunctionUrl')?.FunctionUrlAuthType).toBe('NONE')
     expect(open.find(p => p.Action === 'lambda:InvokeFunction')?.InvokedViaFunctionUrl).toBe(true)
     expect(permissions.filter(p => p.FunctionUrlAuthType === 'AWS_IAM')).toEqual([])
+
+    // The public door can be left out (adminBearerUrl=false): every part of it, and its output, hangs on one condition.
+    const bearerParts = ['AdminBearerAlias', 'AdminBearerFunctionUrl', 'AdminBearerUrlPermission', 'AdminBearerInvokePermission']
+    for (const t of [base, tuned]) {
+      for (const id of bearerParts) expect(t.template.Resources[id]?.Condition, id).toBe('HasAdminBearerUrl')
+      expect(t.template.Outputs?.AdminBearerFunctionUrl?.Condition).toBe('HasAdminBearerUrl')
+      expect(t.template.Conditions?.HasAdminBearerUrl).toEqual({ 'Fn::Equals': [ref('AdminBearerUrl'), 'true'] })
+      expect(t.template.Parameters?.AdminBearerUrl?.AllowedValues).toEqual(['true', 'false'])
+      expect(t.template.Resources['AdminLambdaFunctionUrl']?.Condition).toBeUndefined()
+    }
+    expect(base.template.Parameters?.AdminBearerUrl?.Default).toBe('true')
+    expect(tuned.template.Parameters?.AdminBearerUrl?.Default).toBe('false')
 
     const admin = resource(base.template, 'AdminLambdaFunction')
     expect(admin.Handler).toBe('functions/admin.handler')
