@@ -110,8 +110,8 @@ export function forInvocation(deps: Deps, context: Pick<Context, 'awsRequestId'>
 }
 
 /**
- * middy middleware: flush this environment's metrics to every enabled sink after every invocation, success or
- * failure; `push: 'background'` leaves the Pushgateway push unawaited (see MetricSinks.flush).
+ * middy middleware: flush this environment's spans (bounded) and metrics to every enabled sink after every
+ * invocation, success or failure; `push: 'background'` leaves the Pushgateway push unawaited (see MetricSinks.flush).
  */
 export function flushMetricsAfter(
   source: DepsSource,
@@ -123,8 +123,11 @@ export function flushMetricsAfter(
       .then(source)
       .catch(() => undefined)
     if (!deps) return
+    const log = forInvocation(deps, request.context).log
+    // Spans first, bounded by TRACES_FLUSH_TIMEOUT_MS: spans a collector lost are counted in this flush's push.
+    await deps.tracing.flush(log, spans => deps.metrics.traceSpansDropped.inc(spans))
     // The sinks log and swallow their own failures; none may fail the invocation.
-    await deps.sinks.flush(forInvocation(deps, request.context).log, opts)
+    await deps.sinks.flush(log, opts)
   }
   // The flush first: it uses this invocation's deps, which a renewal would drop.
   const flushThenRenew = async (request: middy.Request<unknown, unknown, Error, Context>) => {

@@ -3,6 +3,7 @@ import { DEFAULT_RECORD_SETTINGS, type RecordSettings } from './db/health.js'
 import { parseNetworks } from './delivery/egress.js'
 import { describeCause, ValidationError } from './errors.js'
 import { DEFAULT_MAX_TARGET_TIMEOUT_MS } from './schema/limits.js'
+import { tracingConfigShape } from './tracing/config.js'
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'expected true or false' })
@@ -149,6 +150,8 @@ export const configSchema = z.object({
         })
     }),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  // OpenTelemetry (lib/tracing/config.ts): off unless an OTLP endpoint is set.
+  ...tracingConfigShape,
 })
 
 export type Config = z.infer<typeof configSchema>

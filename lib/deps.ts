@@ -8,6 +8,7 @@ import { createLogger, type Logger } from './log.js'
 import { createMetrics, type Metrics } from './metrics/registry.js'
 import { createMetricSinks, type MetricSinks } from './metrics/sinks.js'
 import { createSignals, type Signals } from './signals.js'
+import { createTracing, type Tracing } from './tracing/tracing.js'
 
 /** Everything a function needs, built once per cold start (plain dependencies: no container, no factories). */
 export type Deps = {
@@ -20,6 +21,8 @@ export type Deps = {
   sinks: MetricSinks
   /** Keep-alive connection pools shared by every delivery of this environment. */
   http: Agent
+  /** OpenTelemetry spans (lib/tracing/tracing.ts); a no-op unless an OTLP endpoint is configured. */
+  tracing: Tracing
 }
 
 /** Builds the dependencies from a validated config; `overrides` lets tests and the local stack supply their own parts. */
@@ -43,6 +46,7 @@ export function createDeps(config: Config, overrides: Partial<Omit<Deps, 'sinks'
       pipelining: 1,
       connect: guardedConnector(parseNetworks(config.WEBHOOK_ALLOWED_NETWORKS).networks),
     }),
+    tracing: createTracing(config),
     ...rest,
     // After `rest`: a given registry still gets this environment's sinks around it.
     ...createMetricSinks(config, rest.metrics ?? createMetrics()),
@@ -85,5 +89,5 @@ export function sqsEndpointFromEnv(env: NodeJS.ProcessEnv): SQSClientConfig {
 
 /** Closes pools and connections (local runs and tests; Lambda just freezes). */
 export async function closeDeps(deps: Deps): Promise<void> {
-  await Promise.allSettled([deps.db.end(), deps.http.close()])
+  await Promise.allSettled([deps.db.end(), deps.http.close(), deps.tracing.shutdown()])
 }

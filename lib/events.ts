@@ -48,6 +48,9 @@ export type ClaimedEvent = Pick<
   last_state_change: string
   /** The payload's `jsonb` text form (`{"a": 1, "b": [2, 3]}`). */
   payload: string
+  /** The W3C context the event was enqueued in (migration 015), while tracing was on; the webhook span links to it. */
+  traceparent?: string | null
+  tracestate?: string | null
 }
 
 /**

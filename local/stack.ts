@@ -26,6 +26,7 @@ import { isConsolePath } from '../console/serve.js'
 import { lambdaContext } from './lambda.js'
 import { startPoller } from './poller.js'
 import { startEmbeddedPostgres } from './postgres.js'
+import { tracesUrl } from '../lib/tracing/config.js'
 
 export type LocalStackOptions = {
   /** Environment the functions would get (DATABASE_URL, SIGNAL_QUEUE_URL, AWS_ENDPOINT_URL_SQS, PUSHGATEWAY_URL, tuning). */
@@ -156,6 +157,12 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     env.WEBHOOK_ALLOWED_NETWORKS ??= '127.0.0.0/8,::1/128'
     print(`egress     private addresses refused; allowed: ${env.WEBHOOK_ALLOWED_NETWORKS || 'none'} (WEBHOOK_ALLOWED_NETWORKS)`)
     const config = loadConfig(env)
+    const traces = tracesUrl(config)
+    // The endpoint's origin only: a collector URL may carry credentials in its path or query.
+    if (traces)
+      print(
+        `traces     OTLP/HTTP to ${new URL(traces).origin} (sampler ${config.OTEL_TRACES_SAMPLER}, to webhooks: ${config.TRACES_TO_WEBHOOKS})`,
+      )
     const deps = createDeps(config, { sqs, ...(opts.logSink ? { log: createLogger(config.LOG_LEVEL, opts.logSink) } : {}) })
     cleanups.push(() => closeDeps(deps))
     const enqueue = createEnqueue(() => deps)
@@ -175,7 +182,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       if (isAdminPath(path)) return serveAdmin(admin, deps, { systemToken: adminToken }, req, res)
       if (isConsolePath(path)) return serveConsole(req, res)
       if (req.method === 'POST' && path === '/enqueue')
-        return reply(res, 200, await enqueue(await readJson(req), lambdaContext('enqueue', 30_000)))
+        return reply(res, 200, await enqueue(withTraceHeaders(await readJson(req), req), lambdaContext('enqueue', 30_000)))
       const schemaPath = /^\/schema\/([^/]+)$/.exec(path)
       if (req.method === 'PUT' && schemaPath?.[1])
         return reply(res, 200, {
@@ -397,6 +404,17 @@ async function within(ms: number, work: Promise<unknown>): Promise<boolean> {
 function cutShortWhen(stop: () => boolean, context: Context): Context {
   const remaining = context.getRemainingTimeInMillis
   return { ...context, getRemainingTimeInMillis: () => (stop() ? 0 : remaining()) }
+}
+
+/**
+ * A content API invokes the enqueue Lambda with its trace context in the payload; over this HTTP
+ * endpoint a client sends the W3C headers instead, so they become those fields (a body's own win).
+ */
+function withTraceHeaders(body: unknown, req: IncomingMessage): unknown {
+  const { traceparent, tracestate } = req.headers
+  if (typeof traceparent !== 'string' || typeof body !== 'object' || body === null || Array.isArray(body) || 'traceparent' in body)
+    return body
+  return { ...body, traceparent, ...(typeof tracestate === 'string' ? { tracestate } : {}) }
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {

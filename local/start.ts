@@ -4,7 +4,7 @@ import { formatError } from '../lib/errors.js'
 import { runDemo } from './demo.js'
 import { startLocalStack, type LocalStack } from './stack.js'
 
-const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval SECONDS] [--demo]
+const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval SECONDS] [--otlp URL] [--demo]
 
 Starts Postgres (embedded unless DATABASE_URL is set), an SQS emulator (unless SIGNAL_QUEUE_URL is
 set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C (SIGINT), SIGTERM or
@@ -14,6 +14,8 @@ bootstrap token printed at start, or ACTIONS_ADMIN_TOKEN when set, as a caller o
   --port N              HTTP port of the enqueue endpoint and the admin API (default 3000; 0 picks a free one)
   --data-dir DIR        keep the embedded Postgres cluster in DIR across restarts
   --sweep-interval S    seconds between sweeper runs (default 60, as deployed)
+  --otlp URL            export traces to the OTLP/HTTP collector at URL (e.g. http://127.0.0.1:4318;
+                        sets OTEL_EXPORTER_OTLP_ENDPOINT, with TRACES_TO_WEBHOOKS on unless set)
   --demo                load a sample schema, enqueue sample events to a flaky demo receiver,
                         show deliveries, retries and the final counters, then exit (through the
                         stack of a running "npm start" when one answers on PORT, else its own)`
@@ -49,6 +51,7 @@ async function main(): Promise<number> {
         port: { type: 'string' },
         'data-dir': { type: 'string' },
         'sweep-interval': { type: 'string' },
+        otlp: { type: 'string' },
         demo: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -80,6 +83,15 @@ async function main(): Promise<number> {
       await runDemo(running, print)
       return 0
     }
+  }
+  if (args.otlp !== undefined) {
+    if (!URL.canParse(args.otlp)) {
+      process.stderr.write(`--otlp takes the URL of an OTLP/HTTP collector, such as http://127.0.0.1:4318\n\n${USAGE}\n`)
+      return 2
+    }
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = args.otlp
+    // Locally the point is to follow a change to its receiver: the webhook requests carry the trace.
+    process.env.TRACES_TO_WEBHOOKS ??= 'true'
   }
   // Logs stay JSON on stderr (as CloudWatch would get them); stdout tells the story.
   process.env.LOG_LEVEL ??= args.demo ? 'error' : 'warn'

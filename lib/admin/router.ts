@@ -154,5 +154,6 @@ async function serve(deps: Deps, request: AdminRequest, trust: Trust, { route, p
   if (bad) return problem(400, `Path parameter ${bad[0]} ${textProblem(bad[1]) ?? 'is invalid'}.`)
   const body = readBody(request.body)
   if (!body.ok) return body.response
-  return answer(await route.handle({ deps, principal, params, query: request.query, body: body.value }))
+  const trace = { traceparent: request.headers['traceparent'], tracestate: request.headers['tracestate'] }
+  return answer(await route.handle({ deps, principal, params, query: request.query, body: body.value, trace }))
 }

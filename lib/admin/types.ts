@@ -1,6 +1,7 @@
 // The admin API's shared contract (issue 25): who calls, what a route needs, and the transport-free
 // request and response every adapter (the Lambda Function URL, the local stack's HTTP server) maps to.
 import type { Deps } from '../deps.js'
+import type { TraceCarrier } from '../tracing/context.js'
 
 /** A project token's role, as upstream's project roles: admin may do everything, deployer may view and set variables. */
 export type Role = 'admin' | 'deployer' | 'viewer'
@@ -38,6 +39,8 @@ export type RouteContext = {
   query: URLSearchParams
   /** The parsed JSON body (undefined when the request had none). */
   body: unknown
+  /** The request's W3C `traceparent` and `tracestate` headers (an enqueue's producer context). */
+  trace?: TraceCarrier
 }
 
 /** A handler's answer: a status and a JSON-serializable body (204 has none). */

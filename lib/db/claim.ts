@@ -203,7 +203,8 @@ export const CLAIM = named<ClaimParams>()(
   -- project's events for each picked row instead of looking each up by its key.
   WHERE e.id = p.id AND e.project = p.project
   RETURNING e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at::text AS lease,
-  ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`,
+  ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload,
+  e.traceparent, e.tracestate, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`,
 )
 /** {@link CLAIM}'s text (bench/profile.ts tells statements apart by it). */
 export const CLAIM_SQL = CLAIM.text

@@ -93,12 +93,14 @@ export type Endpoint = { target: WebhookTarget; address: Address; timeoutMs: num
 /**
  * POSTs one batch to a webhook target and interprets the answer. Never throws for target trouble:
  * timeouts, refused connections and bad answers become failed outcomes. Nothing secret is logged.
+ * `traceHeaders` adds headers given the target's own (TRACES_TO_WEBHOOKS: the webhook span's traceparent).
  */
 export async function deliver(
   http: Dispatcher,
   { target, address, timeoutMs }: Endpoint,
   events: readonly ClaimedEvent[],
   log: Logger,
+  traceHeaders?: (headers: Readonly<Record<string, string>>) => Record<string, string>,
 ): Promise<Delivery> {
   const ids = events.map(e => e.id)
   const started = performance.now()
@@ -120,7 +122,7 @@ export async function deliver(
     return failAll(e.message, 'misconfigured')
   }
 
-  const sent = await exchange(http, address, ids, body, timeoutMs)
+  const sent = await exchange(http, address, ids, body, timeoutMs, traceHeaders?.(address.headers))
   if (!sent.ok) {
     log.warn('Webhook delivery failed', { target: target.name, error: sent.error, events: ids })
     return failAll(sent.error, sent.kind)
@@ -139,6 +141,7 @@ async function exchange(
   ids: readonly string[],
   body: string | Buffer,
   timeoutMs: number,
+  trace: Record<string, string> | undefined,
 ): Promise<{ ok: true; res: HttpResponse } | { ok: false; error: string; kind: FailureKind }> {
   const abort = new AbortController()
   let expired = false
@@ -152,8 +155,9 @@ async function exchange(
       origin: address.origin,
       path: address.path,
       method: 'POST',
-      // Signed per attempt: the timestamp is this attempt's, and the signature covers the exact body bytes.
-      headers: withSignature(address.headers, address.signingKeys, ids, body),
+      // Signed per attempt: the timestamp is this attempt's, and the signature covers the exact body bytes
+      // (trace headers, like every header, are not signed).
+      headers: withSignature(trace ? { ...address.headers, ...trace } : address.headers, address.signingKeys, ids, body),
       body,
       signal: abort.signal,
     })

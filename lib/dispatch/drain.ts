@@ -11,6 +11,7 @@ import { emitOps, type OpsEvent } from '../ops.js'
 import { leaveSignal, type DrainStop, type LeftSignal } from './leave-signal.js'
 import { createRecorder } from './recorder.js'
 import { resolveTargets, type ResolvedTarget } from './resolve.js'
+import { tracedStatements } from '../tracing/sql.js'
 
 export type DrainOptions = {
   /** Time left in this invocation; Lambda's `context.getRemainingTimeInMillis`. */
@@ -131,17 +132,19 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     ops: [],
   }
   // The recorder calls back only for outcomes added by a worker, once `run` exists.
-  const recorder = createRecorder(deps.db, (rows, records) => afterRecord(run, rows, records), log, recordSettings(deps.config))
-  const run: Run = { ...shared, recorder, claims: claimQueue(shared, recorder) }
+  // OTEL_ACTIONS_SQL: the claim's and the record's statements get a span each (lib/tracing/sql.ts).
+  const db = deps.tracing.sql ? tracedStatements(deps.db, deps.tracing) : deps.db
+  const recorder = createRecorder(db, (rows, records) => afterRecord(run, rows, records), log, recordSettings(deps.config))
+  const run: Run = { ...shared, recorder, claims: claimQueue(shared, recorder, db) }
   return run
 }
 
 /** The drain's claim queue: its workers' share of the invocation's time, and the recorder catching up before each claim. */
-function claimQueue(base: RunBase, recorder: Run['recorder']): ClaimQueue {
+function claimQueue(base: RunBase, recorder: Run['recorder'], db: Deps['db']): ClaimQueue {
   // `base` is a copy of the run's fields: only its objects (keys, result) are shared with the run.
   const { deps, opts } = base
   const claims: ClaimQueue = new ClaimQueue({
-    db: deps.db,
+    db,
     project: base.project,
     targets: base.targets,
     concurrency: deps.config.DISPATCH_CONCURRENCY,

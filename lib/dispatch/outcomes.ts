@@ -7,6 +7,7 @@ import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
 import { excerpt } from '../text.js'
 import type { Claimed } from './queued-claims.js'
+import { webhookSpan } from './webhook-span.js'
 
 /** What a drain did to its events, counted as their outcomes are recorded. */
 export type Tally = {
@@ -21,7 +22,7 @@ export type Tally = {
 export type BatchReport = { project: string; target: string; events: number; succeeded: number; durationMs: number }
 
 export type BatchDelivery = {
-  deps: Pick<Deps, 'http'>
+  deps: Pick<Deps, 'http' | 'tracing'>
   project: string
   claimed: Claimed
   log: Logger
@@ -41,7 +42,10 @@ export async function deliverBatch({
   let outcomes: Map<string, Outcome>
   let durationMs = 0
   try {
-    const delivery = await deliver(deps.http, target, batch.events, log)
+    // With tracing on, the request runs in a `webhook` client span (lib/dispatch/webhook-span.ts).
+    const delivery = deps.tracing.enabled
+      ? await webhookSpan(deps.tracing, target, batch.events, trace => deliver(deps.http, target, batch.events, log, trace))
+      : await deliver(deps.http, target, batch.events, log)
     outcomes = delivery.outcomes
     durationMs = delivery.durationMs
     metrics.deliveryDuration(durationMs / 1000)

@@ -1,5 +1,6 @@
 import type { Deps } from '../deps.js'
-import { drainProject, type DrainOptions } from './drain.js'
+import { SpanKind } from '@opentelemetry/api'
+import { drainProject, type DrainOptions, type DrainResult } from './drain.js'
 
 /**
  * How soon every project of an invocation should have started delivering, whatever the pool allows
@@ -30,7 +31,7 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
   }
   const outcomes = await queue.map(async project => {
     try {
-      const result = await drainProject(deps, project, { ...opts, sliceMs })
+      const result = await tracedDrain(deps, project, { ...opts, sliceMs })
       deps.log.debug('Drain finished', { project, ...result })
       return undefined
     } catch (error) {
@@ -40,6 +41,23 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
     }
   })
   return new Map(outcomes.filter(o => o !== undefined))
+}
+
+/** One drain, in an `actions.dispatch` consumer span when tracing is on: the project and what the drain came to. */
+function tracedDrain(deps: Deps, project: string, opts: DrainOptions): Promise<DrainResult> {
+  if (!deps.tracing.enabled) return drainProject(deps, project, opts)
+  const attributes = { 'contember.actions.project': project }
+  return deps.tracing.span('actions.dispatch', { kind: SpanKind.CONSUMER, attributes }, async span => {
+    const result = await drainProject(deps, project, opts)
+    span.setAttributes({
+      'contember.actions.succeeded': result.succeeded,
+      'contember.actions.retried': result.retried,
+      'contember.actions.failed': result.failedAfterAttempt + result.failedUnknownTarget,
+      'contember.actions.batches': result.batches,
+      'contember.actions.stop': result.stop,
+    })
+    return result
+  })
 }
 
 /** The project named by a signal body `{"project":"…"}`, or undefined when the body is not one. */

@@ -3,6 +3,11 @@ import { describeBounded, formatPath, inspectJson, MAX_PROBLEMS, quote, textProb
 import { MAX_DEPTH, MAX_EVENTS_PER_REQUEST, MAX_NAME_BYTES, MAX_REQUEST_BYTES, nameProblem } from '../schema/limits.js'
 import { EnqueueValidationError } from './errors.js'
 
+/** Longest traceparent taken (version 00 is 55 characters; later versions may append fields). */
+export const MAX_TRACEPARENT_CHARS = 256
+/** Longest tracestate taken: the 512 characters W3C Trace Context asks every vendor to propagate. */
+export const MAX_TRACESTATE_CHARS = 512
+
 // A project or trigger name: bounded in bytes (MAX_NAME_BYTES), so no name reaches an index it cannot fit.
 const name = z
   .string()
@@ -19,6 +24,9 @@ export const enqueueRequestSchema = z
     identityId: z.uuid().optional(),
     ipAddress: z.string().max(64).optional(),
     userAgent: z.string().max(1024).optional(),
+    /** The producer's W3C trace context (docs/enqueue.md); one that does not parse is ignored, as W3C Trace Context says. */
+    traceparent: z.string().max(MAX_TRACEPARENT_CHARS).optional(),
+    tracestate: z.string().max(MAX_TRACESTATE_CHARS).optional(),
     events: z
       .array(
         z

@@ -21,6 +21,9 @@ export type EnqueueResult = {
   unmatched: number[]
 }
 
+/** The W3C trace context stored with each event of a request (migration 015): the enqueue span's. */
+export type EventTrace = { traceparent: string; tracestate: string | null } | undefined
+
 /** An enqueue done inside the caller's transaction; pass it to {@link signalAfterCommit} once committed. */
 export type EnqueueWithinResult = EnqueueResult & { project: string }
 
@@ -28,9 +31,10 @@ export type EnqueueWithinResult = EnqueueResult & { project: string }
  * Validates the request and writes its events with the caller's client, so inside the caller's
  * transaction: the events exist if and only if the caller commits. Throws EnqueueValidationError
  * (nothing written) for a bad request. Sends no signal: call {@link signalAfterCommit} after COMMIT,
- * or leave it to the sweeper, which re-drives due events within a minute.
+ * or leave it to the sweeper, which re-drives due events within a minute. `opts.trace`: the context
+ * stored with the events (the enqueue span's; a library caller may pass its own span's).
  */
-export async function enqueueWithin(db: Queryable, input: unknown): Promise<EnqueueWithinResult> {
+export async function enqueueWithin(db: Queryable, input: unknown, opts: { trace?: EventTrace } = {}): Promise<EnqueueWithinResult> {
   const req = parseEnvelope(input)
   const current = await getCurrentSchema(db, req.project)
   if (!current) throw new EnqueueValidationError([`project: unknown project ${quote(req.project)} (no actions schema stored)`])
@@ -45,6 +49,7 @@ export async function enqueueWithin(db: Queryable, input: unknown): Promise<Enqu
       identityId: req.identityId ?? null,
       ipAddress: req.ipAddress ?? null,
       userAgent: req.userAgent ?? null,
+      trace: opts.trace,
     },
     events,
   )

@@ -82,6 +82,15 @@ export const EMF_METRICS = [
     meaning: 'failed pushes to the Pushgateway',
   },
   {
+    name: 'TraceSpansDropped',
+    source: 'contember_actions_trace_spans_dropped_total',
+    kind: 'delta',
+    unit: 'Count',
+    dimensions: [],
+    statistic: 'Sum',
+    meaning: 'trace spans the OTLP collector never took',
+  },
+  {
     name: 'DeliveryDuration',
     source: 'contember_actions_delivery_duration_seconds',
     kind: 'values',

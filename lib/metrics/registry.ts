@@ -14,7 +14,7 @@ export type Metrics = ReturnType<typeof createMetrics>
 
 /**
  * Builds the registry with the seed's metric names and help texts, plus this project's additions.
- * Every help text states its unit (events, attempts, drains, targets, pushes, seconds).
+ * Every help text states its unit (events, attempts, drains, targets, pushes, spans, seconds).
  */
 export function createMetrics() {
   const registry = new Registry()
@@ -53,12 +53,17 @@ export function createMetrics() {
     name: 'contember_actions_metrics_push_failed_total',
     help: "Total number of failed pushes of this environment's metrics to the Pushgateway (pushed with the next successful one).",
   })
+  const traceSpansDropped = new Counter({
+    registers,
+    name: 'contember_actions_trace_spans_dropped_total',
+    help: 'Total number of trace spans this environment ended that the OTLP collector never took (spans; it did not answer within TRACES_FLUSH_TIMEOUT_MS, refused them, or the queue was full).',
+  })
   const targetsHeld = counter(
     'contember_actions_targets_held_total',
     'Total number of targets a drain held back, one per target and drain (the target breaks a limit of the stored schema or its timeout does not fit the invocation; its events wait, unclaimed), by contember_project.',
   )
   const counters = { eventsEnqueued, eventsSucceeded, deliveryAttemptsFailed, eventsFailed, workerCrashed }
-  return { registry, forProject: projectView(counters, targetsHeld, deliveryDuration), pushFailures, counters }
+  return { registry, forProject: projectView(counters, targetsHeld, deliveryDuration), pushFailures, traceSpansDropped, counters }
 }
 
 type ProjectCounter = Counter<ProjectLabel>

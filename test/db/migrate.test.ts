@@ -24,6 +24,7 @@ const MIGRATIONS = [
   '012_batch_split.sql',
   '013_admin_tokens.sql',
   '014_variable_updated.sql',
+  '015_event_trace.sql',
 ]
 
 describe('migrations', () => {

@@ -91,7 +91,7 @@ async function enqueueEvents(ctx: RouteContext) {
   if ('project' in body && body.project !== project)
     throw new ProblemError(400, 'Invalid enqueue request', 'project: must be the project of the path, or left out')
   // enqueue sends the one signal itself when it wrote events, and logs a failed one.
-  const result = await validated(() => enqueue(ctx.deps, { ...body, project }))
+  const result = await validated(() => enqueue(ctx.deps, { ...body, project }, ctx.trace))
   return { status: 200, body: result }
 }
 
