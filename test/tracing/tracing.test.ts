@@ -5,6 +5,8 @@ import { Webhook } from 'standardwebhooks'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'
 import { createHandler as createEnqueue } from '../../functions/enqueue.js'
+import { restRoutes } from '../../lib/admin/rest.js'
+import { createRouter } from '../../lib/admin/router.js'
 import { setVariables } from '../../lib/db/variables.js'
 import { generateSecret } from '../../lib/delivery/signing.js'
 import { schemaFor } from '../helpers/events.js'
@@ -141,6 +143,24 @@ describe('traces from the producer to the webhook', () => {
     await t.env.deps.tracing.flush(t.env.log, () => {})
     const [enq] = named(await t.otlp.waitFor(s => named(s, 'actions.enqueue').length > 0), 'actions.enqueue')
     expect(enq).toMatchObject({ traceId: T, parentSpanId: S })
+  })
+
+  it("takes the admin API's traceparent header on POST /v1/projects/:p/events", async () => {
+    await schemaFor(t.env.deps, t.project, { hook: { url: t.rx.url } })
+    const router = createRouter(restRoutes)
+    const body = JSON.stringify({ transactionId: TX, events: [{ trigger: 'to_hook', payload: createPayload(5) }] })
+    const headers = { authorization: 'Bearer tracing-system-token', traceparent: PRODUCER, tracestate: 'vendor=api' }
+    const res = await router(
+      t.env.deps,
+      { method: 'POST', path: `/v1/projects/${t.project}/events`, query: new URLSearchParams(), headers, body },
+      { systemToken: 'tracing-system-token' },
+    )
+    expect(res.status).toBe(200)
+    await t.env.deps.tracing.flush(t.env.log, () => {})
+    const [enq] = named(await t.otlp.waitFor(s => named(s, 'actions.enqueue').length > 0), 'actions.enqueue')
+    expect(enq).toMatchObject({ traceId: T, parentSpanId: S })
+    const { rows } = await t.env.db.pool.query('SELECT tracestate FROM actions_event WHERE project = $1', [t.project])
+    expect(rows).toEqual([{ tracestate: 'vendor=api' }])
   })
 
   it('writes trace_id and span_id on every log line written inside a span', async () => {
