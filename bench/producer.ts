@@ -24,7 +24,16 @@ import { withTimeout } from './child.js'
 export type ProducerRequest =
   | { type: 'init'; id: number; databaseUrl: string }
   | { type: 'queue'; id: number; name: string }
-  | { type: 'load'; id: number; queueUrl: string; project: string; requests: number; perRequest: number; intervalMs: number }
+  | {
+      type: 'load'
+      id: number
+      queueUrl: string
+      project: string
+      requests: number
+      perRequest: number
+      intervalMs: number
+      firstId: number
+    }
   | { type: 'cpu'; id: number }
   /** Starts the event source on `queueUrl`; its invocations name this request's id as their `poller`. */
   | { type: 'poll'; id: number; queueUrl: string; queueArn: string; source: EventSource }
@@ -152,9 +161,12 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
 
 /**
  * Sends `requests` enqueue requests of `perRequest` events, one every `intervalMs`, each event carrying
- * its enqueue time in `values.t`, and resolves once every request has settled.
+ * its enqueue time in `values.t` and its own entity id from `firstId` on, and resolves once every request has settled.
  */
-async function pacedLoad(deps: Deps, opts: { project: string; requests: number; perRequest: number; intervalMs: number }): Promise<Load> {
+async function pacedLoad(
+  deps: Deps,
+  opts: { project: string; requests: number; perRequest: number; intervalMs: number; firstId: number },
+): Promise<Load> {
   const pending = new Set<Promise<unknown>>()
   let enqueueErrors = 0
   const t0 = now()
@@ -163,7 +175,7 @@ async function pacedLoad(deps: Deps, opts: { project: string; requests: number; 
     const wait = t0 + r * opts.intervalMs - now()
     if (wait > 0) await new Promise(resolve => setTimeout(resolve, wait))
     const t = now()
-    const payloads = Array.from({ length: opts.perRequest }, (_, j) => articlePayload(r * opts.perRequest + j, t))
+    const payloads = Array.from({ length: opts.perRequest }, (_, j) => articlePayload(opts.firstId + r * opts.perRequest + j, t))
     const p = enqueue(deps, request(opts.project, payloads)).catch(() => {
       enqueueErrors++
     })

@@ -12,9 +12,12 @@ export type ProducerProcess = {
   /** Gives the producer its own deps (pool, SQS client) over the database the handler drains. */
   init(databaseUrl: string): Promise<void>
   createQueue(name: string): Promise<string>
-  /** Sends `requests` enqueue requests of `perRequest` events, one every `intervalMs` from the start, signalling `queueUrl`; rejects after `timeoutMs`. */
+  /**
+   * Sends `requests` enqueue requests of `perRequest` events, one every `intervalMs` from the start, signalling
+   * `queueUrl`, entity ids `firstId`, `firstId + 1`, …; rejects after `timeoutMs`.
+   */
   load(
-    opts: { queueUrl: string; project: string; requests: number; perRequest: number; intervalMs: number },
+    opts: { queueUrl: string; project: string; requests: number; perRequest: number; intervalMs: number; firstId: number },
     timeoutMs: number,
   ): Promise<Load>
   /**
