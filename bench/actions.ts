@@ -49,8 +49,9 @@ export type ActionsBench = {
   /**
    * Writes `n` delivered (succeed) events of a project straight into the table and analyzes it: the
    * history a running deployment holds under its retention, so the planner sees a table of that size.
+   * `keyed`: each with an ordering key of its own, as enqueue gives events of a target with per-entity order.
    */
-  seedHistory(projectName: string, n: number): Promise<void>
+  seedHistory(projectName: string, n: number, keyed?: boolean): Promise<void>
   /** The update counters of the bench's database so far, with deps.db's backends flushed first (bench/hot.ts). */
   updates(): Promise<TableUpdates>
   /** Runs `run` and adds the row updates it made (uncounted statements, outside the clock). */
@@ -139,13 +140,14 @@ export async function setupActions(
   const truncate = async () => {
     await check.query('TRUNCATE actions_event')
   }
-  const seedHistory = async (projectName: string, n: number) => {
+  const seedHistory = async (projectName: string, n: number, keyed = false) => {
+    // Random keys: the statistics of distinct per-entity keys; enqueue's own (SHA-256) never meet them.
     await check.query(
-      `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, last_state_change)
+      `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, last_state_change, order_key)
        SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, 'hook', $2, jsonb_build_object('operation', 'create', 'entity', 'Article', 'id', i),
-              'succeed', now(), now()
+              'succeed', now(), now(), CASE WHEN $4::boolean THEN gen_random_uuid() END
        FROM generate_series(1, $3::int) AS i`,
-      [projectName, TRIGGER, n],
+      [projectName, TRIGGER, n, keyed],
     )
     await check.query('VACUUM ANALYZE actions_event')
   }

@@ -57,7 +57,7 @@ export async function measureLatency(
 ): Promise<LatencyResult> {
   const target = project(1, opts.ordering)
   await actions.truncate()
-  await actions.seedHistory(target, HISTORY_EVENTS)
+  await actions.seedHistory(target, HISTORY_EVENTS, opts.ordering !== 'none')
   const name = `bench-latency-${++queues}`
   // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
   const queueUrl = await producer.createQueue(name)
