@@ -60,8 +60,11 @@ export type ActionsBench = {
   countByState(projectName: string, state: string): Promise<number>
   /** Pre-enqueues `n` events through the real `enqueue`, in large requests, `perKey` events per entity; not timed. */
   prepare(projectName: string, n: number, perKey?: number): Promise<void>
-  /** Delivers `n` pre-enqueued events through drainProject at DISPATCH_CONCURRENCY. */
-  deliver(batchSize: number, n: number, variant?: OrderVariant): Promise<RunResult>
+  /**
+   * Delivers `n` pre-enqueued events through drainProject at DISPATCH_CONCURRENCY; `beforeTimed` runs
+   * after the events are enqueued, before the clock starts (the traced row flushes the enqueue spans).
+   */
+  deliver(batchSize: number, n: number, variant?: OrderVariant, beforeTimed?: () => Promise<void>): Promise<RunResult>
   /** Delivers `n` events, half to a `maxInFlight: 2` target and half to an uncapped one of the same project (batchSize 1). */
   deliverCappedPair(n: number): Promise<RunResult>
   /**
@@ -72,13 +75,17 @@ export type ActionsBench = {
   close(): Promise<void>
 }
 
-/** Actions over a fresh, migrated database, with its signals going to `signalQueueUrl`. */
+/**
+ * Actions over a fresh, migrated database, with its signals going to `signalQueueUrl`; `extraEnv` adds
+ * settings to the bench's own (the traced row's OTEL_* keys).
+ */
 export async function setupActions(
   url: string,
   receiverUrl: string,
   sqs: SQSClient,
   signalQueueUrl: string,
   ctx: TimedContext,
+  extraEnv: Record<string, string> = {},
 ): Promise<ActionsBench> {
   const config = loadConfig({
     DATABASE_URL: url,
@@ -86,6 +93,7 @@ export async function setupActions(
     DISPATCH_CONCURRENCY: '8',
     LOG_LEVEL: 'error',
     WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+    ...extraEnv,
   })
   const deps = createDeps(config, { sqs })
   await migrate(deps.db)
@@ -186,10 +194,11 @@ export async function setupActions(
     withUpdates,
     countByState,
     prepare,
-    deliver: async (batchSize, n, variant = 'entity') => {
+    deliver: async (batchSize, n, variant = 'entity', beforeTimed) => {
       const name = project(batchSize, variant)
       await truncate()
       await prepare(name, n, variant === 'keys10' ? 10 : 1)
+      await beforeTimed?.()
       return withUpdates(() =>
         timedDelivery(
           ctx,

@@ -43,6 +43,11 @@ export function report({ scenarios, results, header, warnings = [], informationa
       .filter((x): x is number => x !== undefined)
     return v.length ? summary(v).median : undefined
   }
+  // The traced row: spans the collector took per event, median over the rounds.
+  const spans = (key: string) => {
+    const v = runs(key).flatMap(r => (r.spans !== undefined && r.events > 0 ? [r.spans / r.events] : []))
+    return v.length ? summary(v).median : undefined
+  }
   // The round with the median throughput stands for the scenario in the CPU figures.
   const medianRun = (key: string) => {
     const rs = [...runs(key)].sort((a, b) => eventsPerSecond(a) - eventsPerSecond(b))
@@ -168,6 +173,7 @@ export function report({ scenarios, results, header, warnings = [], informationa
           ...(s.kind === 'delivery' && ownUs !== undefined ? { ownUs } : {}),
           ...(s.kind === 'delivery' && pgUs !== undefined ? { pgUs } : {}),
           ...(stmt !== undefined ? { statementsPerEvent: stmt } : {}),
+          ...(spans(s.key) !== undefined ? { spansPerEvent: spans(s.key) } : {}),
           ...(p99s.length ? { p99Ms: summary(p99s).median } : {}),
         },
       ]
@@ -244,7 +250,8 @@ function updatesTable(scenarios: readonly Scenario[], runs: (key: string) => Rea
 
 /**
  * What is printed below the targets without PASS/FAIL: the ceiling and per-entity-order ratios of
- * earlier issues, and what the dispatch handler's edge adds to drainProject per event.
+ * earlier issues, what the dispatch handler's edge adds to drainProject per event, and what tracing
+ * (the traced row) adds to it.
  */
 function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly RowFigures[], extra: readonly string[]): string[] {
   const lines = ['', 'Informational (not targets):']
@@ -277,6 +284,15 @@ function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly Ro
       `  the dispatch handler's edge at batchSize 1: ${dec(handler.ownUs, 1)} + ${dec(handler.pgUs, 1)} µs (dispatcher + Postgres) per event ` +
         `against drainProject's ${dec(b1.ownUs, 1)} + ${dec(b1.pgUs, 1)}: ${dec(handler.ownUs - b1.ownUs, 1)} + ${dec(handler.pgUs - b1.pgUs, 1)} µs; ` +
         `${int(handler.eventsPerSecond)} against ${int(b1.eventsPerSecond)}/s`,
+    )
+  }
+  const traced = rows.get('actions-b1-traced')
+  if (b1 && traced && b1.ownUs !== undefined && traced.ownUs !== undefined && b1.pgUs !== undefined && traced.pgUs !== undefined) {
+    const spans = traced.spansPerEvent === undefined ? '' : `, ${dec(traced.spansPerEvent)} spans exported per event`
+    lines.push(
+      `  tracing on (always_on, OTLP/HTTP to a collector process): +${dec(traced.ownUs - b1.ownUs, 1)} µs dispatcher, ` +
+        `+${dec(traced.pgUs - b1.pgUs, 1)} µs Postgres per event at batchSize 1 (${dec(traced.ownUs, 1)} + ${dec(traced.pgUs, 1)} ` +
+        `against ${dec(b1.ownUs, 1)} + ${dec(b1.pgUs, 1)}${spans}); ${int(traced.eventsPerSecond)} against ${int(b1.eventsPerSecond)}/s`,
     )
   }
   lines.push(...extra)

@@ -15,6 +15,7 @@ import pg from 'pg'
 import { repoFile } from './repo.js'
 import { BATCH_SIZES, CAPPED_IN_FLIGHT, FANOUT_TRIGGERS, setupActions } from './actions.js'
 import { BARE_LABEL, setupBareClient } from './bare.js'
+import { startCollectorProcess } from './collector.js'
 import { createCpuMeter } from './cpu.js'
 import { deployedEventSource } from './deployment.js'
 import { GRAPHILE_MODES, setupGraphile } from './graphile.js'
@@ -28,6 +29,7 @@ import { startReceiverProcess } from './receiverProcess.js'
 import { report, type Scenario } from './report.js'
 import { setupScale, type ScaleBench } from './scale.js'
 import { signingTable } from './signing.js'
+import { setupTraced, TRACED_SAMPLER } from './traced.js'
 import type { RunResult, TimedContext } from './timed.js'
 
 // One short untimed pass per scenario first: JIT, connection pools and keep-alive sockets warm up.
@@ -89,18 +91,35 @@ async function main(): Promise<void> {
       }),
       deadlineMs: opts.deadlineMs,
     })
-    const db = { actions: 'bench_actions', graphile: 'bench_graphile', pgboss: 'bench_pgboss' }
+    const db = { actions: 'bench_actions', traced: 'bench_actions_traced', graphile: 'bench_graphile', pgboss: 'bench_pgboss' }
     const actionsUrl = await server.freshDatabase(db.actions)
     const signalQueue = fauxqs.createQueue('bench-signals').queueUrl
     const actions = await setupActions(actionsUrl, receiver.url, sqs, signalQueue, ctxFor(db.actions))
     cleanups.push(() => actions.close())
 
+    // actions-b1 with tracing on, over a database of its own, exporting to a collector in its own process;
+    // right after actions-b1 in each round, so that the difference is tracing's and not the machine's.
+    const tracedRows: Runnable[] = []
+    if (wants('actions-b1-traced')) {
+      const collector = await startCollectorProcess()
+      cleanups.push(() => collector.stop())
+      const traced = await setupTraced(await server.freshDatabase(db.traced), receiver.url, sqs, signalQueue, ctxFor(db.traced), collector)
+      cleanups.push(() => traced.close())
+      tracedRows.push({
+        key: 'actions-b1-traced',
+        contender: 'Actions',
+        scenario: `drainProject, batchSize 1, tracing on (${TRACED_SAMPLER}, OTLP/HTTP to a collector process)`,
+        kind: 'delivery',
+        run: n => traced.deliver(n),
+      })
+    }
     // The same batchSize 1 drain through the dispatch handler's edge (middy, metrics flush, Lambda context),
     // right after drainProject's row in each round, so that the two meet the machine in the same state.
     const viaHandler = setupHandler(actions, sqs, source, ctxFor(db.actions))
     cleanups.push(() => viaHandler.close())
     const all: Runnable[] = [
       { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery', run: n => actions.deliver(1, n) },
+      ...tracedRows,
       {
         key: 'actions-b1-handler',
         contender: 'Actions',
@@ -257,6 +276,7 @@ async function main(): Promise<void> {
           `round ${round} ${s.key}: ${r.delivered}/${r.events} in ${r.seconds.toFixed(2)} s = ${Math.round(r.delivered / r.seconds)}/s` +
             `${r.statementsPerEvent !== undefined ? `, ${r.statementsPerEvent.toFixed(3)} stmts/event` : ''}` +
             `${'p99' in r ? `, p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms` : ''}` +
+            `${r.spans !== undefined ? `, ${(r.spans / r.events).toFixed(2)} spans/event` : ''}` +
             `, cpu bench ${r.cpu.bench}% receiver ${r.cpu.receiver}%${producer ? ` producer ${r.cpu.producer}%` : ''} pg ${r.cpu.postgres}% machine ${r.cpu.machine}%${r.note ? ` (${r.note})` : ''}`,
         )
       }

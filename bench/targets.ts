@@ -13,6 +13,8 @@ export type RowFigures = {
   pgUs?: number
   /** Median of rounds. */
   statementsPerEvent?: number
+  /** The traced row: spans its collector took per event, median of rounds. */
+  spansPerEvent?: number
   /** Latency rows: p99 enqueue-to-delivery, ms, median of rounds. */
   p99Ms?: number
 }

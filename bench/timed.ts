@@ -17,6 +17,8 @@ export type RunResult = {
   cpu: CpuShare
   /** Actions' delivery rows: the row updates the run made in the bench's database (bench/hot.ts). */
   updates?: TableUpdates
+  /** The traced row: spans the collector took from this run's delivery (bench/collector.ts). */
+  spans?: number
   /** Why a run fell short: a missed deadline or an error. */
   note?: string
 }
