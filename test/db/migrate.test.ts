@@ -25,6 +25,7 @@ const MIGRATIONS = [
   '013_admin_tokens.sql',
   '014_variable_updated.sql',
   '015_event_trace.sql',
+  '016_key_index_unresolved.sql',
 ]
 
 describe('migrations', () => {
