@@ -3,6 +3,7 @@ import type { LatencyResult } from './latency.js'
 import { dec, int, summary, table } from './stats.js'
 import { evaluateTargets, targetLines, type RowFigures } from './targets.js'
 import { eventsPerSecond, type RunResult } from './timed.js'
+import { TRACED_SAMPLER } from './traced.js'
 
 export type Scenario = {
   key: string
@@ -32,6 +33,8 @@ const CEILING_RATIO = 0.5
 const ORDER_COST = 0.1
 
 const isLatency = (r: RunResult | LatencyResult): r is LatencyResult => 'p50' in r
+/** A difference with its sign, one decimal. */
+const signed = (v: number) => `${v < 0 ? '-' : '+'}${dec(Math.abs(v), 1)}`
 
 /** The whole printed report: results, scale-out, latency, CPU shares, targets with PASS/FAIL. */
 export function report({ scenarios, results, header, warnings = [], informational: extra = [] }: Report): string {
@@ -290,8 +293,8 @@ function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly Ro
   if (b1 && traced && b1.ownUs !== undefined && traced.ownUs !== undefined && b1.pgUs !== undefined && traced.pgUs !== undefined) {
     const spans = traced.spansPerEvent === undefined ? '' : `, ${dec(traced.spansPerEvent)} spans exported per event`
     lines.push(
-      `  tracing on (always_on, OTLP/HTTP to a collector process): +${dec(traced.ownUs - b1.ownUs, 1)} µs dispatcher, ` +
-        `+${dec(traced.pgUs - b1.pgUs, 1)} µs Postgres per event at batchSize 1 (${dec(traced.ownUs, 1)} + ${dec(traced.pgUs, 1)} ` +
+      `  tracing on (${TRACED_SAMPLER}, OTLP/HTTP to a collector process): ${signed(traced.ownUs - b1.ownUs)} µs dispatcher, ` +
+        `${signed(traced.pgUs - b1.pgUs)} µs Postgres per event at batchSize 1 (${dec(traced.ownUs, 1)} + ${dec(traced.pgUs, 1)} ` +
         `against ${dec(b1.ownUs, 1)} + ${dec(b1.pgUs, 1)}${spans}); ${int(traced.eventsPerSecond)} against ${int(b1.eventsPerSecond)}/s`,
     )
   }
