@@ -67,6 +67,15 @@ function useTraced(config: Record<string, string> = {}) {
   }
 }
 
+/** One event of `project` enqueued in the producer's trace, with the producer's tracestate. */
+const fromProducer = (project: string) => ({
+  project,
+  transactionId: TX,
+  traceparent: PRODUCER,
+  tracestate: 'vendor=abc',
+  events: [{ trigger: 'to_hook', payload: createPayload(1) }],
+})
+
 const named = (spans: ExportedSpan[], name: string) => spans.filter(s => s.name === name)
 const allThree = (spans: ExportedSpan[]) => ['actions.enqueue', 'actions.dispatch', 'webhook'].every(n => named(spans, n).length > 0)
 
@@ -75,13 +84,7 @@ describe('traces from the producer to the webhook', () => {
 
   it('puts actions.enqueue in the producer trace, stores its context, and links the webhook span to it', async () => {
     await schemaFor(t.env.deps, t.project, { hook: { url: t.rx.url } })
-    const result = await t.enqueue({
-      project: t.project,
-      transactionId: TX,
-      traceparent: PRODUCER,
-      tracestate: 'vendor=abc',
-      events: [{ trigger: 'to_hook', payload: createPayload(1) }],
-    })
+    const result = await t.enqueue(fromProducer(t.project))
     expect(result.written).toBe(1)
     await t.dispatch(t.project)
     const spans = await t.otlp.waitFor(allThree)
@@ -196,13 +199,7 @@ describe('trace context to receivers (TRACES_TO_WEBHOOKS)', () => {
       res.end()
     })
     await schemaFor(t.env.deps, t.project, { hook: { url: t.rx.url, signingSecret: '{{SIGNING}}' } })
-    await t.enqueue({
-      project: t.project,
-      transactionId: TX,
-      traceparent: PRODUCER,
-      tracestate: 'vendor=abc',
-      events: [{ trigger: 'to_hook', payload: createPayload(1) }],
-    })
+    await t.enqueue(fromProducer(t.project))
     await t.dispatch(t.project)
     const [hook] = named(await t.otlp.waitFor(allThree), 'webhook')
     expect(t.rx.requests[0]?.headers['traceparent']).toBe(`00-${hook?.traceId}-${hook?.spanId}-01`)
@@ -214,13 +211,7 @@ describe('trace context to receivers (TRACES_TO_WEBHOOKS)', () => {
     await schemaFor(t.env.deps, t.project, {
       hook: { url: t.rx.url, headers: { TraceParent: '00-11111111111111111111111111111111-2222222222222222-01' } },
     })
-    await t.enqueue({
-      project: t.project,
-      transactionId: TX,
-      traceparent: PRODUCER,
-      tracestate: 'vendor=abc',
-      events: [{ trigger: 'to_hook', payload: createPayload(1) }],
-    })
+    await t.enqueue(fromProducer(t.project))
     await t.dispatch(t.project)
     await t.otlp.waitFor(allThree)
     expect(t.rx.requests[0]?.headers['traceparent']).toBe('00-11111111111111111111111111111111-2222222222222222-01')
