@@ -1,5 +1,3 @@
-import { context } from '@opentelemetry/api'
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import type { SQSClient } from '@aws-sdk/client-sqs'
 import { project, setupActions, type ActionsBench } from './actions.js'
 import type { CollectorProcess } from './collector.js'
@@ -18,9 +16,8 @@ export type TracedBench = {
 
 /**
  * Sets up the traced row over `url` (a database of its own, so its meter counts its own backends).
- * The context manager (AsyncLocalStorage) is registered only while a traced run lasts: on Node 22 a
- * store that ran once keeps a promise hook on for the whole process, and the untraced rows interleaved
- * with this one would pay it too.
+ * The engine registers no context manager (spans get their parents passed), so nothing of the traced
+ * row stays on for the untraced rows interleaved with it.
  */
 export async function setupTraced(
   url: string,
@@ -37,30 +34,23 @@ export async function setupTraced(
   })
   const { deps } = actions
   if (!deps.tracing.enabled) throw new Error('tracing did not turn on for the traced row')
-  // createTracing registered a manager that never ran a store; it goes, each run brings its own.
-  context.disable()
   const flush = () => deps.tracing.flush(deps.log, () => {})
   return {
     actions,
     deliver: async n => {
-      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
-      try {
-        const result = await actions.deliver(1, n, 'entity', async () => {
-          // The enqueue spans go out before the clock, and every stored event must carry its context.
-          await flush()
-          const { rows } = await deps.db.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND traceparent IS NOT NULL',
-            [project(1)],
-          )
-          if (rows[0]?.n !== n) throw new Error(`${rows[0]?.n ?? 0} of ${n} events carry a traceparent`)
-          await collector.reset()
-        })
-        // Up to one export batch (512 spans) is still queued when the clock stops; it is counted, not timed.
+      const result = await actions.deliver(1, n, 'entity', async () => {
+        // The enqueue spans go out before the clock, and every stored event must carry its context.
         await flush()
-        return { ...result, spans: (await collector.counts()).spans }
-      } finally {
-        context.disable()
-      }
+        const { rows } = await deps.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND traceparent IS NOT NULL',
+          [project(1)],
+        )
+        if (rows[0]?.n !== n) throw new Error(`${rows[0]?.n ?? 0} of ${n} events carry a traceparent`)
+        await collector.reset()
+      })
+      // Up to one export batch (512 spans) is still queued when the clock stops; it is counted, not timed.
+      await flush()
+      return { ...result, spans: (await collector.counts()).spans }
     },
     close: () => actions.close(),
   }

@@ -3,6 +3,7 @@ import type { Deps } from './deps.js'
 import { MAX_TRACEPARENT_CHARS, MAX_TRACESTATE_CHARS } from './enqueue/request.js'
 import { enqueueWithin, type EnqueueResult, type EventTrace } from './enqueue/within.js'
 import { carrierOf, incomingContext, type TraceCarrier } from './tracing/context.js'
+import { spanIds } from './tracing/tracing.js'
 
 // The enqueue Lambda's path. Producers that hold their own Postgres transaction call enqueueWithin
 // (lib/enqueue/within.ts), then signalAfterCommit; both share one validation and one insert.
@@ -20,7 +21,7 @@ export async function enqueue(deps: Deps, input: unknown, headers?: TraceCarrier
     'actions.enqueue',
     { kind: SpanKind.SERVER },
     async span => {
-      const result = await enqueueAndSignal(deps, input, carrierOf(span), span)
+      const result = await enqueueAndSignal({ ...deps, log: deps.log.child(spanIds(span)) }, input, carrierOf(span), span)
       span.setAttributes({ 'contember.actions.events': result.eventIds.length, 'contember.actions.written': result.written })
       return result
     },

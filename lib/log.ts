@@ -1,4 +1,3 @@
-import { isSpanContextValid, trace } from '@opentelemetry/api'
 import { describeError } from './errors.js'
 
 /** Structured JSON logging, one line per record. Callers pass names and ids, never URLs, headers or variable values. */
@@ -29,7 +28,7 @@ export const stdoutSink: Sink = line => {
 export function createLogger(level: Level = 'info', sink: Sink = stdoutSink, base: Fields = {}): Logger {
   const write = (lvl: Level, msg: string, fields?: Fields) => {
     if (rank[lvl] < rank[level]) return
-    sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields, ...traceFields() }, errorReplacer))
+    sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer))
   }
   return {
     debug: (m, f) => write('debug', m, f),
@@ -39,15 +38,6 @@ export function createLogger(level: Level = 'info', sink: Sink = stdoutSink, bas
     emit: record => sink(JSON.stringify({ ...base, ...record }, errorReplacer)),
     child: fields => createLogger(level, sink, { ...base, ...fields }),
   }
-}
-
-/**
- * The active span's ids (W3C hex), so a log line joins its trace; none outside a span. With tracing
- * off no context manager is registered and the active context is always the empty root one.
- */
-function traceFields(): { trace_id: string; span_id: string } | undefined {
-  const ctx = trace.getActiveSpan()?.spanContext()
-  return ctx && isSpanContextValid(ctx) ? { trace_id: ctx.traceId, span_id: ctx.spanId } : undefined
 }
 
 // Errors serialize as ./errors.ts describes them: name, message (callers keep it secret-free) and code,

@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api'
 import type { AttemptRecord, RecordedRow } from '../db/record.js'
 import { getSchemaAndVariables } from '../db/schemas.js'
 import type { Deps } from '../deps.js'
@@ -24,6 +25,8 @@ export type DrainOptions = {
    * projects wait); a function is asked at every turn. Unbounded when absent.
    */
   sliceMs?: number | (() => number)
+  /** With tracing on: the drain's `actions.dispatch` span, parent of its webhook and statement spans. */
+  trace?: Context
 }
 
 export type DrainResult = Tally & {
@@ -133,7 +136,7 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
   }
   // The recorder calls back only for outcomes added by a worker, once `run` exists.
   // OTEL_ACTIONS_SQL: the claim's and the record's statements get a span each (lib/tracing/sql.ts).
-  const db = deps.tracing.sql ? tracedStatements(deps.db, deps.tracing) : deps.db
+  const db = deps.tracing.sql ? tracedStatements(deps.db, deps.tracing, opts.trace) : deps.db
   const recorder = createRecorder(db, (rows, records) => afterRecord(run, rows, records), log, recordSettings(deps.config))
   const run: Run = { ...shared, recorder, claims: claimQueue(shared, recorder, db) }
   return run
@@ -228,6 +231,7 @@ async function turn(run: Run): Promise<boolean> {
       log: run.log,
       metrics: run.metrics,
       onBatch: run.opts.onBatch,
+      trace: run.opts.trace,
     })
     // "Slow down" holds the whole target here at once (set before any await: no other worker sends to
     // it meanwhile); the record holds it for every other drain.

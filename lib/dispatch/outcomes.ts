@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api'
 import { LEASE_EXPIRED, type ClaimResult } from '../db/claim.js'
 import type { AttemptRecord, RecordedRow } from '../db/record.js'
 import type { ClaimedEvent, Outcome } from '../events.js'
@@ -28,6 +29,8 @@ export type BatchDelivery = {
   log: Logger
   metrics: ProjectMetrics
   onBatch?: ((batch: BatchReport) => void) | undefined
+  /** The drain's span (tracing on): the webhook span's parent. */
+  trace?: Context | undefined
 }
 
 /** Delivers one claimed batch and returns its attempt records, one per event; never throws for target trouble. */
@@ -38,13 +41,16 @@ export async function deliverBatch({
   log,
   metrics,
   onBatch,
+  trace,
 }: BatchDelivery): Promise<AttemptRecord[]> {
   let outcomes: Map<string, Outcome>
   let durationMs = 0
   try {
     // With tracing on, the request runs in a `webhook` client span (lib/dispatch/webhook-span.ts).
     const delivery = deps.tracing.enabled
-      ? await webhookSpan(deps.tracing, target, batch.events, trace => deliver(deps.http, target, batch.events, log, trace))
+      ? await webhookSpan(deps.tracing, { endpoint: target, events: batch.events, log, parent: trace }, (spanLog, headers) =>
+          deliver(deps.http, target, batch.events, spanLog, headers),
+        )
       : await deliver(deps.http, target, batch.events, log)
     outcomes = delivery.outcomes
     durationMs = delivery.durationMs

@@ -1,5 +1,6 @@
 import type { Deps } from '../deps.js'
 import { SpanKind } from '@opentelemetry/api'
+import { spanIds } from '../tracing/tracing.js'
 import { drainProject, type DrainOptions, type DrainResult } from './drain.js'
 
 /**
@@ -47,8 +48,9 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
 function tracedDrain(deps: Deps, project: string, opts: DrainOptions): Promise<DrainResult> {
   if (!deps.tracing.enabled) return drainProject(deps, project, opts)
   const attributes = { 'contember.actions.project': project }
-  return deps.tracing.span('actions.dispatch', { kind: SpanKind.CONSUMER, attributes }, async span => {
-    const result = await drainProject(deps, project, opts)
+  return deps.tracing.span('actions.dispatch', { kind: SpanKind.CONSUMER, attributes }, async (span, trace) => {
+    // The drain's lines carry the span's ids; its webhook and statement spans are children of `trace`.
+    const result = await drainProject({ ...deps, log: deps.log.child(spanIds(span)) }, project, { ...opts, trace })
     span.setAttributes({
       'contember.actions.succeeded': result.succeeded,
       'contember.actions.retried': result.retried,

@@ -1,5 +1,14 @@
-import { context, SpanStatusCode, TraceFlags, trace, type Context, type Span, type SpanOptions, type Tracer } from '@opentelemetry/api'
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
+import {
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  TraceFlags,
+  trace,
+  type Context,
+  type Span,
+  type SpanOptions,
+  type Tracer,
+} from '@opentelemetry/api'
 import { ExportResultCode } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { resourceFromAttributes } from '@opentelemetry/resources'
@@ -20,9 +29,14 @@ import { tracesUrl, type TracingConfig } from './config.js'
 
 /**
  * This environment's tracing: the OpenTelemetry SDK's tracer provider, batch processor and OTLP/HTTP
- * exporter when an endpoint is configured, nothing at all otherwise (no provider, no exporter, no
- * context manager; {@link Tracing.span} then just runs its function). Spans carry names, counts and
- * statuses only: never a URL, a header or a variable value (docs/operations.md, Tracing).
+ * exporter when an endpoint is configured, nothing at all otherwise ({@link Tracing.span} then just
+ * runs its function). Spans carry names, counts and statuses only: never a URL, a header or a
+ * variable value (docs/operations.md, Tracing).
+ *
+ * Parents are passed, never looked up: no context manager is registered. On Node 22 the
+ * AsyncLocalStorage one hooks every promise of the process once enabled, about 30 µs per delivered
+ * event at batchSize 1 whatever the sampler (bench/README.md); a span's context goes to its children
+ * as an argument instead, and log lines get the ids through a child logger ({@link spanIds}).
  */
 export type Tracing = {
   readonly enabled: boolean
@@ -32,8 +46,11 @@ export type Tracing = {
   readonly toWebhooks: boolean
   /** OTEL_ACTIONS_SQL: claim and record statements get a span each. */
   readonly sql: boolean
-  /** Runs `fn` in a new span, active for everything it awaits, under `parent` (default: the active context); ends it, marking a throw as an error. */
-  span<T>(name: string, options: SpanOptions, fn: (span: Span) => Promise<T>, parent?: Context): Promise<T>
+  /**
+   * Runs `fn` in a new span under `parent` (default: a new trace) and ends it, marking a throw as an
+   * error; `fn` gets the span and its context, the parent to hand to child spans.
+   */
+  span<T>(name: string, options: SpanOptions, fn: (span: Span, ctx: Context) => Promise<T>, parent?: Context): Promise<T>
   /** Exports the spans ended so far, waiting at most TRACES_FLUSH_TIMEOUT_MS; counts spans known lost. Never throws. */
   flush(log: Logger, dropped: (spans: number) => void): Promise<void>
   /** Flushes and stops the exporter (local runs and tests; Lambda freezes instead). Never throws. */
@@ -49,7 +66,7 @@ export const noTracing: Tracing = {
   acceptIncoming: false,
   toWebhooks: false,
   sql: false,
-  span: (_name, _options, fn) => fn(NO_SPAN),
+  span: (_name, _options, fn) => fn(NO_SPAN, ROOT_CONTEXT),
   flush: async () => {},
   shutdown: async () => {},
 }
@@ -58,7 +75,6 @@ export const noTracing: Tracing = {
 export function createTracing(config: TracingConfig): Tracing {
   const url = tracesUrl(config)
   if (url === undefined) return noTracing
-  enableContext()
   const boundMs = config.TRACES_FLUSH_TIMEOUT_MS
   const counts = { ended: 0, exported: 0, counted: 0 }
   // The exporter's timeout is the flush bound: a collector that never answers fails each export then.
@@ -92,26 +108,29 @@ export function createTracing(config: TracingConfig): Tracing {
   }
 }
 
-async function inSpan<T>(tracer: Tracer, name: string, options: SpanOptions, fn: (span: Span) => Promise<T>, parent?: Context): Promise<T> {
-  return tracer.startActiveSpan(name, options, parent ?? context.active(), async span => {
-    try {
-      return await fn(span)
-    } catch (error) {
-      // The error's name only: messages of drivers and SDKs may quote a URL or a value.
-      span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'error' })
-      throw error
-    } finally {
-      span.end()
-    }
-  })
+async function inSpan<T>(
+  tracer: Tracer,
+  name: string,
+  options: SpanOptions,
+  fn: (span: Span, ctx: Context) => Promise<T>,
+  parent: Context = ROOT_CONTEXT,
+): Promise<T> {
+  const span = tracer.startSpan(name, options, parent)
+  try {
+    return await fn(span, trace.setSpan(parent, span))
+  } catch (error) {
+    // The error's name only: messages of drivers and SDKs may quote a URL or a value.
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'error' })
+    throw error
+  } finally {
+    span.end()
+  }
 }
 
-// The context manager makes a started span the active one across awaits (the spans' parents, the log
-// lines' trace ids). Registered once per process, and only when tracing is on.
-let contextEnabled = false
-function enableContext(): void {
-  if (contextEnabled) return
-  contextEnabled = context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+/** The fields that join a log line to `span` (W3C hex ids), for a child logger; none for a span that records nothing. */
+export function spanIds(span: Span): { trace_id: string; span_id: string } | Record<string, never> {
+  const ctx = span.spanContext()
+  return isSpanContextValid(ctx) ? { trace_id: ctx.traceId, span_id: ctx.spanId } : {}
 }
 
 function samplerOf(config: TracingConfig): Sampler {
