@@ -4,9 +4,9 @@ import type { Tracing } from './tracing.js'
 
 /**
  * `db` with a client span around each named statement it runs (OTEL_ACTIONS_SQL): the claim's and the
- * record's. The span is named by the statement's name and carries nothing else of it: no text, no
- * values; children of `parent` (the drain's span). Unnamed statements and clients checked out of the pool (a capped target's claim
- * transaction) run untraced. Every other property is the pool's own.
+ * record's, as children of `parent` (the drain's span). A span is named by its statement's name and
+ * carries nothing else of it: no text, no values. Unnamed statements and clients checked out of the
+ * pool (a capped target's claim transaction) run untraced. Every other property is the pool's own.
  */
 export function tracedStatements<T extends Pick<pg.Pool, 'query'>>(db: T, tracing: Tracing, parent?: Context): T {
   const query = (config: unknown, values?: unknown) => {
