@@ -59,52 +59,12 @@ export const canOf = (w: Whoami): Can => ({
   schema: w.kind === 'system' || w.role !== 'viewer',
 })
 
-export type EventJson = {
-  id: string
-  state: string
-  target: string
-  trigger: string
-  attempts: number
-  createdAt: string
-  lastStateChange: string
-  visibleAt: string
-  lastError: string | null
-}
-export type Attempt = { ok: boolean; code?: number; errorMessage?: string; response?: string; durationMs?: number }
-export type EventDetail = EventJson & {
-  transactionId: string
-  stage: string | null
-  priority: number
-  schemaVersion: number
-  payload: Record<string, unknown>
-  log: Attempt[]
-  logDropped: number
-  identityId: string | null
-  ipAddress: string | null
-  userAgent: string | null
-  resolvedAt: string | null
-}
-export type TargetJson = {
-  target: string
-  inSchema: boolean
-  state: 'running' | 'paused'
-  pause: { kind: string; label: string; since: string | null; probeAt: string | null } | null
-  consecutiveFailures: number
-  failingSince: string | null
-  due: number
-  oldestDueAgeSeconds: number
-  recent: { succeeded: number; failed: number; successRate: number | null }
-}
+// The answers' shapes are the API's own (type-only: nothing of lib/ is bundled), so a change to a
+// shape fails the console's type check instead of drifting from it.
+import type { TargetJson } from '../../lib/admin/shapes.js'
+export type { EventJson, TargetJson } from '../../lib/admin/shapes.js'
+export type { AttemptJson as Attempt, EventDetailJson as EventDetail, StatsJson as Stats } from '../../lib/admin/shapes.js'
 /** GET …/targets: the targets, and what their `recent` outcomes are counted over. */
 export type Targets = { targets: TargetJson[]; recentWindow: { seconds: number; maxEvents: number; limitReached: boolean } }
-export type Stats = {
-  counts: Record<string, number>
-  due: number
-  oldestDueAgeSeconds: number
-  failedLast24h: number
-  failedLast24hCapped: boolean
-  lastProgressAt: string | null
-  lastProgressAgeSeconds: number | null
-}
 /** The answer of a bulk retry or stop; with dryRun, `matched` is what the same call without it would change. */
 export type BulkResult = { dryRun: boolean; matched: number; changed: number; limit: number; limitReached: boolean }

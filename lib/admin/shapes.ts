@@ -1,7 +1,7 @@
 // The JSON the admin API answers with and the CLI's --json prints (issue 25): one shape per thing an
 // operator reads, built by pure functions from the rows lib/db returns. Timestamps are ISO 8601 UTC
 // strings. Variable values never appear here: a variable is its name and when it last changed.
-import type { EventSummaryRow } from '../db/admin-events.js'
+import type { EventSummaryRow, ProjectStats } from '../db/admin-events.js'
 import { FAILED_COUNT_CAP, type TargetOutcomes } from '../db/admin-recent.js'
 import type { ListedEvent } from '../db/operator.js'
 import { pauseKind, pauseLabel, type TargetHealth } from '../db/pauses.js'
@@ -185,18 +185,7 @@ export function variablesJson(rows: ReadonlyArray<{ name: string; updated_at: Da
 }
 
 /** What the stats are built from: event counts by state, the due backlog, the heartbeat. */
-export type StatsInput = {
-  project: string
-  counts: Partial<Record<EventState, number>>
-  due: number
-  oldestDueAgeSeconds: number
-  /** Events failed for good in the last 24 h, counted up to FAILED_COUNT_CAP. */
-  failedRecent: number
-  /** When dispatch last made progress on the project (actions_dispatch_progress), null when never. */
-  progressedAt: Date | null
-  /** The database's now, so the heartbeat's age is judged by the one clock. */
-  now: Date
-}
+export type StatsInput = { project: string } & ProjectStats
 
 /** A project's numbers (GET …/stats). */
 export type StatsJson = {

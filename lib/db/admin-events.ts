@@ -132,18 +132,21 @@ export const PROJECT_STATS = named<{ project: string; failed_window_s: number; f
    LEFT JOIN actions_dispatch_progress p ON p.project = $project`,
 )
 
-/** What GET …/stats is built from (lib/admin/shapes.ts statsJson). */
-export async function readProjectStats(
-  db: Queryable,
-  project: string,
-): Promise<{
+/** A project's numbers as read, before lib/admin/shapes.ts statsJson shapes them. */
+export type ProjectStats = {
   counts: Partial<Record<EventState, number>>
   due: number
   oldestDueAgeSeconds: number
+  /** Events failed for good in the last 24 h, counted up to FAILED_COUNT_CAP. */
   failedRecent: number
+  /** When dispatch last made progress on the project (actions_dispatch_progress), null when never. */
   progressedAt: Date | null
+  /** The database's now, so the heartbeat's age is judged by the one clock. */
   now: Date
-}> {
+}
+
+/** What GET …/stats is built from (lib/admin/shapes.ts statsJson). */
+export async function readProjectStats(db: Queryable, project: string): Promise<ProjectStats> {
   const { rows } = await db.query<{
     counts: Partial<Record<EventState, number>>
     due: number
