@@ -51,6 +51,7 @@ export function webhookTraceHeaders(
   targetHeaders: Readonly<Record<string, string>>,
   events: ReadonlyArray<{ tracestate?: string | null }>,
 ): Record<string, string> {
+  // The address's headers are lower-cased (lib/delivery/webhook.ts requestHeaders): any spelling counts.
   if (Object.hasOwn(targetHeaders, 'traceparent')) return {}
   const own = carrierOf(span)
   if (!own || !trace.isSpanContextValid(span.spanContext())) return {}

@@ -8,6 +8,7 @@ import { createHandler as createEnqueue } from '../../functions/enqueue.js'
 import { restRoutes } from '../../lib/admin/rest.js'
 import { createRouter } from '../../lib/admin/router.js'
 import { setVariables } from '../../lib/db/variables.js'
+import { enqueue } from '../../lib/enqueue.js'
 import { generateSecret } from '../../lib/delivery/signing.js'
 import { schemaFor } from '../helpers/events.js'
 import { createContext, signalEvent } from '../helpers/lambda.js'
@@ -137,7 +138,6 @@ describe('traces from the producer to the webhook', () => {
 
   it('takes the producer context from HTTP headers when the request body has none', async () => {
     await schemaFor(t.env.deps, t.project, { hook: { url: t.rx.url } })
-    const { enqueue } = await import('../../lib/enqueue.js')
     await enqueue(
       t.env.deps,
       { project: t.project, transactionId: TX, events: [{ trigger: 'to_hook', payload: createPayload(3) }] },
