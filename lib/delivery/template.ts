@@ -58,12 +58,32 @@ function eventMeta(row: ClaimedEvent) {
  */
 function eventJson(row: ClaimedEvent): string {
   const payload = compactJsonb(row.payload)
-  // A stored payload is an object (enqueue checks it); anything else keeps the spread's behaviour too.
-  if (payload === undefined || !payload.startsWith('{'))
-    return JSON.stringify({ meta: eventMeta(row), ...(JSON.parse(row.payload) as object) })
+  if (!spliceable(payload)) return viaObject(row)
   const meta = JSON.stringify(eventMeta(row))
   return payload === '{}' ? `{"meta":${meta}}` : `{"meta":${meta},${payload.slice(1)}`
 }
+
+/**
+ * {@link eventJson}'s bytes, appended to `chunks` as Buffers (a large batch). The compacted payload is
+ * flattened once, straight into its Buffer, and its leading `{` dropped from the Buffer, not sliced off
+ * a string: slicing and splicing a 40 KB payload as strings leaves 80 KB of heap garbage per event, and
+ * garbage made while V8 marks incrementally lives through that cycle (Node 24 ran out of a 128 MB heap
+ * on it in a burst of 1,000 such events).
+ */
+function appendEventJson(row: ClaimedEvent, chunks: Buffer[]): void {
+  const payload = compactJsonb(row.payload)
+  if (!spliceable(payload) || payload === '{}') {
+    chunks.push(Buffer.from(eventJson(row)))
+    return
+  }
+  chunks.push(Buffer.from(`{"meta":${JSON.stringify(eventMeta(row))},`), Buffer.from(payload).subarray(1))
+}
+
+/** Whether `meta` can be spliced into the compacted payload text; a stored payload is an object (enqueue checks it), anything else keeps the spread's behaviour too. */
+const spliceable = (payload: string | undefined): payload is string => payload !== undefined && payload.startsWith('{')
+
+/** The event as upstream writes it, through the object: `{ meta, ...payload }`. */
+const viaObject = (row: ClaimedEvent): string => JSON.stringify({ meta: eventMeta(row), ...(JSON.parse(row.payload) as object) })
 
 /** An object without a prototype: any key, `__proto__` included, is an own property and nothing else. */
 type Dict = { [key: string]: unknown }
@@ -141,7 +161,7 @@ export function requestBodyText(target: WebhookTarget, events: readonly ClaimedE
     const chunks: Buffer[] = [Buffer.from(parts.before + '[')]
     events.forEach((e, i) => {
       if (i > 0) chunks.push(COMMA)
-      chunks.push(Buffer.from(eventJson(e)))
+      appendEventJson(e, chunks)
     })
     chunks.push(Buffer.from(']' + parts.after))
     return Buffer.concat(chunks)

@@ -116,6 +116,10 @@ export async function deliver(
   let body: string | Buffer
   try {
     body = requestBodyText(target, events)
+    // A large batch's body is a Buffer, outside the JS heap; its payload strings (as large, on the
+    // heap) are let go now, not when the batch's outcome is in: while the request is in flight, the
+    // heap holds no copy of the batch, so the next claim's payloads find room beside it.
+    if (typeof body !== 'string') for (const e of events) e.payload = ''
   } catch (e) {
     if (!(e instanceof PayloadPathError)) throw e
     log.warn('Webhook target body template cannot hold the events', { target: target.name, error: e.message, events: ids })
