@@ -29,8 +29,20 @@ export async function freshDatabase(): Promise<TestDatabase> {
       await pool.end()
       const a = new pg.Client({ connectionString: adminUrl })
       await a.connect()
-      await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-      await a.end()
+      try {
+        // A pool's end() resolves once it has asked its clients to end, not once they are gone. A FORCE
+        // drop then would terminate a backend still closing, and that client, no longer listened to by
+        // its pool, throws 57P01 as an uncaught error into whatever test file runs next. Wait (bounded)
+        // for every session of the database (this file's other pools too) to leave first.
+        for (let i = 0; i < 100; i++) {
+          const { rows } = await a.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1`, [name])
+          if ((rows[0]?.n ?? 0) === 0) break
+          await new Promise(resolve => setTimeout(resolve, 20))
+        }
+        await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+      } finally {
+        await a.end()
+      }
     },
   }
 }
