@@ -67,10 +67,15 @@ describe('Retry-After on the whole target (issue 22, item 3)', () => {
   it('holds every batch of the target for the time asked, spends no attempt on them, and leaves the other target alone', async () => {
     const arrivals: Array<{ path: string; at: number }> = []
     let refusedAt = 0
+    let refused = () => {}
+    const wasRefused = new Promise<void>(resolve => {
+      refused = resolve
+    })
     env.rx.respond((req, res) => {
       arrivals.push({ path: req.path, at: Date.now() })
       if (req.path === '/a' && refusedAt === 0) {
         refusedAt = Date.now()
+        refused()
         res.writeHead(429, { 'retry-after': '3' })
         res.end()
         return
@@ -81,8 +86,23 @@ describe('Retry-After on the whole target (issue 22, item 3)', () => {
     await schemaFor(env.deps, env.project, { a: { url: env.rx.url + '/a' }, b: { url: env.rx.url + '/b' } })
     const a = await enqueueMany(env.deps, env.project, 'to_a', 20)
     await enqueueMany(env.deps, env.project, 'to_b', 20, 100)
-    // A second drain of the project meanwhile learns the hold from the database.
-    await Promise.all([drainProject(env.deps, env.project, FOREVER), drainProject(env.deps, env.project, FOREVER)])
+    // The drain that got the 429 holds the target at once. A second drain, started once the hold is
+    // recorded, learns it from the database. (One already running when the 429 came may still send
+    // batches it had claimed before the record: a Retry-After cannot recall those.)
+    const first = drainProject(env.deps, env.project, FOREVER)
+    await wasRefused
+    const heldBy = Date.now() + 5_000
+    while (
+      !(
+        await env.deps.db.query(`SELECT 1 FROM actions_target_health WHERE project = $1 AND target = 'a' AND hold_until > now()`, [
+          env.project,
+        ])
+      ).rowCount
+    ) {
+      if (Date.now() > heldBy) throw new Error('timed out: the hold of target a was never recorded')
+      await new Promise(r => setTimeout(r, 10))
+    }
+    await Promise.all([first, drainProject(env.deps, env.project, FOREVER)])
     const deadline = Date.now() + 15_000
     while (
       (await env.deps.db.query(`SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = 'succeed'`, [env.project]))
