@@ -38,7 +38,7 @@ export type ClaimedEvent = Pick<
   'id' | 'transaction_id' | 'num_retries' | 'target' | 'trigger' | 'identity_id' | 'ip_address' | 'user_agent'
 > & {
   /**
-   * The `visible_at` the claim set, as Postgres writes a timestamptz: the lease, the fencing token of
+   * The `lease_until` the claim set, as Postgres writes a timestamptz: the lease, the fencing token of
    * the event's record. It goes back as text and compares exact (the text holds every microsecond), so
    * it is never parsed into a Date on the way.
    */

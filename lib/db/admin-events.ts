@@ -4,6 +4,7 @@ import type { EventRow, EventState } from '../events.js'
 import { FAILED_COUNT_CAP, FAILED_RECENT_SQL, FAILED_WINDOW_SECONDS } from './admin-recent.js'
 import { DUE_BACKLOG_SQL } from './backlog.js'
 import { DUE } from './due.js'
+import { SHOWN_VISIBLE_AT } from './operator.js'
 import type { Queryable } from './pool.js'
 import { named } from './sql.js'
 
@@ -50,13 +51,13 @@ type PageParams = {
  * Newest change first, keyset-paginated on (last_state_change, id): a page after the millionth event
  * costs what the first does, and events changing between pages move to the top without shifting the
  * others: no event is skipped or repeated for it. The cursor's time travels as exact microseconds (a JS Date holds only
- * milliseconds). With state=failed the planner walks actions_event_failed_idx backwards; other states
- * have no index on the change time (one would cost every state change a write), so they read the project's rows,
- * under the statement timeout.
+ * milliseconds). No state has an index on the change time (one would cost every state change a
+ * write, and keep the claim from being a HOT update: migration 017), so a page reads the project's rows
+ * of the state, under the statement timeout.
  */
 export const EVENT_PAGE = named<PageParams>()(
   ['project', 'state', 'target', 'since', 'until', 'after_us', 'after_id', 'limit', 'error_chars'],
-  `SELECT id, project, state, target, trigger, num_retries, created_at, last_state_change, visible_at, resolved_at,
+  `SELECT id, project, state, target, trigger, num_retries, created_at, last_state_change, ${SHOWN_VISIBLE_AT}, resolved_at,
           left(log -> -1 ->> 'errorMessage', $error_chars) AS last_error,
           (extract(epoch FROM last_state_change) * 1000000)::int8::text AS change_us
    FROM actions_event

@@ -10,7 +10,7 @@ export const FAILED_WINDOW_SECONDS = 86_400
 
 /**
  * Most failed events counted in that window: a project past it shows "10000+" (`failedLast24hCapped`).
- * The count walks actions_event_failed_idx (project, last_state_change) WHERE state = 'failed' and
+ * The count walks actions_event_failed_idx (project, failed_at) WHERE failed_at IS NOT NULL and
  * reads nothing but the index, so the cap bounds the entries read.
  */
 export const FAILED_COUNT_CAP = 10_000
@@ -68,6 +68,6 @@ export async function readTargetOutcomes(
  */
 export const FAILED_RECENT_SQL = `SELECT count(*)::int AS failed_recent
    FROM (SELECT 1 FROM actions_event
-         WHERE project = $project AND state = 'failed'
-           AND last_state_change >= now() - $failed_window_s::int * interval '1 second'
+         WHERE project = $project AND failed_at IS NOT NULL
+           AND failed_at >= now() - $failed_window_s::int * interval '1 second'
          LIMIT $failed_cap) f`

@@ -1,4 +1,4 @@
-import { DUE, headOfKey } from './due.js'
+import { DUE, headOfKey, unresolved } from './due.js'
 import type { Queryable } from './pool.js'
 import type { PauseReason } from './pauses.js'
 
@@ -33,7 +33,8 @@ export const DUE_BACKLOG_SQL = `SELECT project, state, count(*) AS n,
     AND NOT EXISTS (SELECT 1 FROM actions_target_health h WHERE h.project = actions_event.project AND h.target = actions_event.target AND h.paused_at IS NOT NULL)
   GROUP BY project, state`
 
-export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_event WHERE state = 'failed' GROUP BY project`
+// `failed_at` is set with the failed state and cleared with it: the failed index's predicate (migration 017).
+export const FAILED_COUNT_SQL = `SELECT project, count(*) AS n FROM actions_event WHERE failed_at IS NOT NULL GROUP BY project`
 
 /**
  * Reads every project's exact backlog. Both statements stay on partial indexes (due states; failed),
@@ -76,7 +77,7 @@ export const PAUSED_TARGETS_SQL = `SELECT h.project, h.target, h.paused_reason A
             extract(epoch FROM now() - min(e.visible_at) FILTER (WHERE e.visible_at <= now()))::float8 AS oldest_s,
             coalesce(h.probe_at <= now(), false) AND count(e.id) > 0 AS probe_due
      FROM actions_target_health h
-     LEFT JOIN actions_event e ON e.project = h.project AND e.target = h.target AND e.state IN ('created', 'retrying', 'processing')
+     LEFT JOIN actions_event e ON e.project = h.project AND e.target = h.target AND ${unresolved('e.')}
      WHERE h.paused_at IS NOT NULL
      GROUP BY h.project, h.target, h.paused_reason, h.probe_at
      ORDER BY h.project, h.target`

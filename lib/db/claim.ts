@@ -185,9 +185,11 @@ export const CLAIM = named<ClaimParams>()(
   )
   UPDATE actions_event e SET
     state = CASE WHEN p.first_pos IS NULL THEN 'failed' ELSE 'processing' END::actions_event_state,
-    visible_at = CASE WHEN p.first_pos IS NULL THEN e.visible_at
-                      ELSE date_trunc('milliseconds', now() + p.lease_ms * interval '1 millisecond') END,
+    -- The lease goes where no index looks (migration 017): claiming an event is a HOT update.
+    lease_until = CASE WHEN p.first_pos IS NULL THEN NULL
+                       ELSE date_trunc('milliseconds', now() + p.lease_ms * interval '1 millisecond') END,
     resolved_at = CASE WHEN p.first_pos IS NULL THEN now() ELSE e.resolved_at END,
+    failed_at = CASE WHEN p.first_pos IS NULL THEN now() ELSE e.failed_at END,
     -- Upstream's unknown-target failure: the attempt counts, the entry has no durationMs (no request was
     -- made). A lost attempt counts too, once, whatever else the claim does with the event.
     num_retries = CASE WHEN p.first_pos IS NULL OR p.lost THEN e.num_retries + 1 ELSE e.num_retries END,
@@ -202,7 +204,7 @@ export const CLAIM = named<ClaimParams>()(
   -- The key's two columns from the rows themselves: a constant project here makes the planner scan the
   -- project's events for each picked row instead of looking each up by its key.
   WHERE e.id = p.id AND e.project = p.project
-  RETURNING e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.visible_at::text AS lease,
+  RETURNING e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.lease_until::text AS lease,
   ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload,
   e.traceparent, e.tracestate, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`,
 )

@@ -2,12 +2,21 @@ import type { Queryable } from './pool.js'
 import { named } from './sql.js'
 
 /**
- * The one spelling of "due" (waiting, retrying, or claimed with its lease run out, and its time come)
- * for every statement that asks for due events. Keep the text
- * as it is: the partial index actions_event_due_idx (infra/migrations/001_init.sql) is defined on
- * these states, and the planner matches the predicate to it by its text.
+ * "Unresolved" as the partial index actions_event_due_idx is defined
+ * (infra/migrations/017_lease_outside_indexes.sql): every statement that reads unresolved events of
+ * a project through that index says it this way, as the planner matches the predicate by its text.
+ * `visible_at IS NOT NULL` is always true; it keeps the due index's predicate apart from the key
+ * index's, so the per-entity probe ({@link headOfKey}) can only read the key index. `e` is the row's
+ * name and a dot, or empty.
  */
-export const DUE = `state IN ('created', 'retrying', 'processing') AND visible_at <= now()`
+export const unresolved = (e = '') => `${e}resolved_at IS NULL AND ${e}visible_at IS NOT NULL`
+
+/**
+ * The one spelling of "due" (unresolved, its time come, and not claimed, or claimed with its lease run
+ * out) for every statement that asks for due events. A claimed event keeps its place in the due index
+ * (the claim writes `lease_until`, which no index covers, so its update is HOT) and is read past here.
+ */
+export const DUE = `${unresolved()} AND visible_at <= now() AND (lease_until IS NULL OR lease_until <= now())`
 
 /**
  * Per-entity order (migration 006): an event of an ordering key waits while an earlier event of the key
@@ -72,7 +81,7 @@ export const NEXT_DUE = named<{ project: string; held: readonly string[] }>()(
       SELECT (extract(epoch FROM min(greatest(e.visible_at, h.probe_at, h.hold_until)) - now()) * 1000)::float8
       FROM actions_event e
       LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND (h.paused_at IS NOT NULL OR h.hold_until > now())
-      WHERE e.project = $project AND e.state IN ('created', 'retrying') AND e.target <> ALL($held::text[])
+      WHERE e.project = $project AND ${unresolved('e.')} AND e.state IN ('created', 'retrying') AND e.target <> ALL($held::text[])
         AND (h.paused_at IS NULL OR h.probe_at IS NOT NULL) AND ${headOfKey('e')})
   END AS ms`,
 )

@@ -65,7 +65,7 @@ export const FLOW_IN_FLIGHT = named<{ project: string; targets: readonly string[
   `SELECT g.target, g.id::text AS id, g.lease::text AS lease
   FROM unnest($targets::text[], $ids::uuid[], $leases::timestamptz[]) AS g(target, id, lease)
   JOIN actions_event e ON e.id = g.id AND e.project = $project
-  WHERE e.state = 'processing' AND e.visible_at = g.lease AND g.lease > now()`,
+  WHERE e.state = 'processing' AND e.lease_until = g.lease AND g.lease > now()`,
 )
 
 /**

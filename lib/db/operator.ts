@@ -7,10 +7,18 @@ export type Listing = 'failed' | 'processing' | 'due'
 
 const LISTINGS: Record<Listing, string> = {
   // Upstream's failedEvents lists both: an event still retrying has failed at least once.
-  failed: `state IN ('failed', 'retrying') ORDER BY last_state_change DESC`,
-  processing: `state = 'processing' AND visible_at > now() ORDER BY visible_at`,
-  due: `${DUE} ORDER BY priority DESC, visible_at`,
+  // Ordered by the table's own columns (qualified): the listings also select SHOWN_VISIBLE_AT.
+  failed: `state IN ('failed', 'retrying') ORDER BY actions_event.last_state_change DESC`,
+  processing: `state = 'processing' AND lease_until > now() ORDER BY actions_event.lease_until`,
+  due: `${DUE} ORDER BY priority DESC, actions_event.visible_at`,
 }
+
+/**
+ * `visible_at` as operators read it: when a claim may take the event next, so for a claimed one the
+ * end of its lease (kept in `lease_until` since migration 017; `visible_at` stays its due time). A
+ * later column of the same name wins in node-postgres, so `SELECT *, this` shows this one.
+ */
+export const SHOWN_VISIBLE_AT = `CASE WHEN lease_until IS NOT NULL THEN greatest(visible_at, lease_until) ELSE visible_at END AS visible_at`
 
 /** One line of a listing: no payload, and only the start of the last error. */
 export type ListedEvent = Pick<EventRow, 'id' | 'state' | 'target' | 'trigger' | 'num_retries' | 'visible_at'> & {
@@ -33,7 +41,7 @@ export async function listEvents(
   errorChars: number,
 ): Promise<ListedEvent[]> {
   const { rows } = await db.query<ListedEvent>(
-    `SELECT id, state, target, trigger, num_retries, visible_at,
+    `SELECT id, state, target, trigger, num_retries, ${SHOWN_VISIBLE_AT},
             left(log -> -1 ->> 'errorMessage', $3) AS last_error,
             coalesce(length(log -> -1 ->> 'errorMessage'), 0) AS last_error_chars
      FROM actions_event WHERE project = $1 AND ${LISTINGS[listing]} LIMIT $2`,
@@ -47,11 +55,10 @@ export async function listEvents(
  * in the same selection and order as {@link listEvents}: the API and the CLI list the same ids.
  */
 export async function pageEvents(db: Queryable, project: string, listing: Listing, limit: number, offset: number): Promise<EventRow[]> {
-  const { rows } = await db.query<EventRow>(`SELECT * FROM actions_event WHERE project = $1 AND ${LISTINGS[listing]} LIMIT $2 OFFSET $3`, [
-    project,
-    limit,
-    offset,
-  ])
+  const { rows } = await db.query<EventRow>(
+    `SELECT *, ${SHOWN_VISIBLE_AT} FROM actions_event WHERE project = $1 AND ${LISTINGS[listing]} LIMIT $2 OFFSET $3`,
+    [project, limit, offset],
+  )
   return rows
 }
 
@@ -86,7 +93,10 @@ export async function eventProject(db: Queryable, id: string, project?: string):
 
 /** One event of a project with its log, or undefined. */
 export async function getEvent(db: Queryable, project: string, id: string): Promise<EventRow | undefined> {
-  const { rows } = await db.query<EventRow>('SELECT * FROM actions_event WHERE id = $1 AND project = $2', [id, project])
+  const { rows } = await db.query<EventRow>(`SELECT *, ${SHOWN_VISIBLE_AT} FROM actions_event WHERE id = $1 AND project = $2`, [
+    id,
+    project,
+  ])
   return rows[0]
 }
 
@@ -99,7 +109,7 @@ export async function retryEvent(db: Queryable, project: string, id: string): Pr
   const { rowCount } = await db.query(
     `UPDATE actions_event SET
        state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
-       visible_at = now(), resolved_at = NULL, last_state_change = now()
+       visible_at = now(), resolved_at = NULL, lease_until = NULL, failed_at = NULL, last_state_change = now()
      WHERE id = $1 AND project = $2`,
     [id, project],
   )
@@ -109,7 +119,7 @@ export async function retryEvent(db: Queryable, project: string, id: string): Pr
 /** Stops an event for good (`stopped`, resolved now); returns false for an unknown event. */
 export async function stopEvent(db: Queryable, project: string, id: string): Promise<boolean> {
   const { rowCount } = await db.query(
-    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), last_state_change = now() WHERE id = $1 AND project = $2`,
+    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), lease_until = NULL, failed_at = NULL, last_state_change = now() WHERE id = $1 AND project = $2`,
     [id, project],
   )
   return rowCount === 1
@@ -151,7 +161,7 @@ export async function retryEvents(db: Queryable, filter: BulkFilter): Promise<nu
   const { rowCount } = await db.query(
     `UPDATE actions_event SET
        state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
-       visible_at = now(), resolved_at = NULL, last_state_change = now()
+       visible_at = now(), resolved_at = NULL, lease_until = NULL, failed_at = NULL, last_state_change = now()
      WHERE ${BULK_PICK}`,
     bulkParams(filter),
   )
@@ -161,7 +171,7 @@ export async function retryEvents(db: Queryable, filter: BulkFilter): Promise<nu
 /** Bulk form of stopEvent, in one statement: every matching event becomes `stopped`. Returns how many changed. */
 export async function stopEvents(db: Queryable, filter: BulkFilter): Promise<number> {
   const { rowCount } = await db.query(
-    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), last_state_change = now() WHERE ${BULK_PICK}`,
+    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), lease_until = NULL, failed_at = NULL, last_state_change = now() WHERE ${BULK_PICK}`,
     bulkParams(filter),
   )
   return rowCount ?? 0

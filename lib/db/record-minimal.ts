@@ -29,12 +29,14 @@ export const RECORD_MINIMAL = named<{
     visible_at = CASE WHEN $ok::bool OR e.num_retries + 1 >= $max_attempts::int THEN e.visible_at
                       ELSE now() + least($interval_ms::int * power(2, e.num_retries), $backoff_cap_ms::float8) * interval '1 millisecond' END,
     resolved_at = CASE WHEN $ok::bool OR e.num_retries + 1 >= $max_attempts::int THEN now() END,
+    failed_at = CASE WHEN NOT $ok::bool AND e.num_retries + 1 >= $max_attempts::int THEN now() END,
+    lease_until = NULL,
     log = CASE WHEN $ok::bool THEN e.log
                ELSE ${appendedLog('e', `jsonb_strip_nulls(jsonb_build_object('ok', false, 'code', $code::int, 'errorMessage', $error_message::text, 'durationMs', $duration_ms::int))`)} END,
     log_dropped = CASE WHEN $ok::bool THEN e.log_dropped ELSE ${droppedAfterAppend('e')} END,
     first_failed_at = CASE WHEN $ok::bool THEN NULL ELSE coalesce(e.first_failed_at, now()) END,
     last_state_change = now()
-  WHERE e.id = $id AND e.project = $project AND ${PROCESSING} AND e.visible_at = $lease::timestamptz
+  WHERE e.id = $id AND e.project = $project AND ${PROCESSING} AND e.lease_until = $lease::timestamptz
   RETURNING e.id, e.state, e.num_retries, e.target, e.trigger, false AS held, NULL::text AS target_paused, false AS target_resumed,
             e.order_key IS NOT NULL AS keyed`,
 )

@@ -158,13 +158,15 @@ export const RECORD = named<RecordParams>()(
       visible_at = CASE WHEN u.ok OR ${TERMINAL} THEN e.visible_at WHEN ${HOLD} THEN now()
                         ELSE now() + ${DELAY_MS} * interval '1 millisecond' END,
       resolved_at = CASE WHEN u.ok OR ${TERMINAL} THEN now() END,
+      failed_at = CASE WHEN NOT u.ok AND ${TERMINAL} THEN now() END,
+      lease_until = NULL,
       log = CASE WHEN u.ok THEN e.log ELSE ${appendedLog('e', 'u.entry')} END,
       log_dropped = CASE WHEN u.ok THEN e.log_dropped ELSE ${droppedAfterAppend('e')} END,
       first_failed_at = CASE WHEN u.ok THEN NULL WHEN e.num_retries = 0 THEN now() ELSE coalesce(e.first_failed_at, e.created_at) END,
       batch_cap = CASE WHEN ${SPLIT} THEN least(u.split_to, coalesce(e.batch_cap, u.split_to)) WHEN u.ok THEN NULL ELSE e.batch_cap END,
       last_state_change = now()
     FROM u
-    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
+    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed,
               NOT u.ok AND e.state = 'retrying' AND e.num_retries >= u.max_attempts AS held
   ),
@@ -216,9 +218,9 @@ export const RECORD_OK = named<{
   ['ids', 'leases', 'pair_projects', 'pair_targets', 'breaker_threshold', 'probe_ms', 'probe_cap_ms', 'progress', 'projects'],
   `WITH ev AS (
     UPDATE actions_event e SET num_retries = e.num_retries + 1, state = 'succeed', resolved_at = now(),
-      first_failed_at = NULL, last_state_change = now()
+      lease_until = NULL, first_failed_at = NULL, last_state_change = now()
     FROM unnest($ids::uuid[], $leases::timestamptz[], $projects::text[]) AS u(id, lease, project)
-    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.visible_at = u.lease
+    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed
   ),
   -- The targets' health rows as the statement began (DISTINCT: an upsert may touch a row only once).

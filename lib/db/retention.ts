@@ -1,3 +1,4 @@
+import { unresolved } from './due.js'
 import { appendedLog, droppedAfterAppend } from './log.js'
 import type { Queryable } from './pool.js'
 import { named } from './sql.js'
@@ -11,9 +12,9 @@ import { named } from './sql.js'
 type DeleteParams = { days: number; limit: number }
 
 /**
- * One retention batch: up to `$limit` resolved events older than `$days`, oldest first. The state list
- * is literal text (never a parameter) so the planner matches the partial index
- * actions_event_resolved_idx. ANY(ARRAY(…)) makes the batch a list of ids read from the key; "id IN
+ * One retention batch: up to `$limit` resolved events older than `$days`, oldest first, read from the
+ * partial index actions_event_resolved_idx (`resolved_at < …` implies its `resolved_at IS NOT NULL`;
+ * the state list, literal text, only filters). ANY(ARRAY(…)) makes the batch a list of ids read from the key; "id IN
  * (subquery)" lets the planner hash-join against a scan of the whole table. The filter is repeated
  * outside: another project's event may share an id, and only a row that is itself old and resolved may go.
  */
@@ -50,7 +51,7 @@ export async function deleteResolved(db: Queryable, days: number, includeFailed:
 export const GIVE_UP = named<{ hours: number; limit: number }>()(
   ['hours', 'limit'],
   `WITH gave_up AS (
-    UPDATE actions_event e SET state = 'failed', resolved_at = now(), last_state_change = now(),
+    UPDATE actions_event e SET state = 'failed', resolved_at = now(), failed_at = now(), last_state_change = now(),
       log = ${appendedLog(
         'e',
         `jsonb_build_object('ok', false, 'errorMessage',
@@ -63,7 +64,7 @@ export const GIVE_UP = named<{ hours: number; limit: number }>()(
     FROM actions_target_health h
     WHERE e.id = ANY(ARRAY(
         SELECT w.id FROM actions_target_health p JOIN actions_event w ON w.project = p.project AND w.target = p.target
-        WHERE p.paused_at < now() - $hours * interval '1 hour' AND w.state IN ('created', 'retrying')
+        WHERE p.paused_at < now() - $hours * interval '1 hour' AND ${unresolved('w.')} AND w.state IN ('created', 'retrying')
         ORDER BY p.paused_at LIMIT $limit))
       AND h.project = e.project AND h.target = e.target AND h.paused_at < now() - $hours * interval '1 hour'
       AND e.state IN ('created', 'retrying')

@@ -189,7 +189,7 @@ describe("upstream's documents against the CLI", () => {
     expect(toProcess.map(e => e.id)).toEqual(cliIds(due.out))
     expect(new Set(toProcess.map(e => e.id))).toEqual(new Set(ids))
     await env.deps.db.query(
-      `UPDATE actions_event SET state = 'processing', visible_at = now() + interval '1 minute' WHERE id = $1 AND project = $2`,
+      `UPDATE actions_event SET state = 'processing', lease_until = now() + interval '1 minute' WHERE id = $1 AND project = $2`,
       [ids[0], env.project],
     )
     const processing = await runCli(env.cliEnv(), ['events', 'processing', env.project])

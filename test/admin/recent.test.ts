@@ -38,6 +38,7 @@ async function events(target: string, n: number, state: string, ago: string, cre
     `UPDATE actions_event SET state = $2::actions_event_state, num_retries = 1,
        last_state_change = now() - $3::interval, created_at = now() - $4::interval,
        resolved_at = CASE WHEN $2 IN ('succeed', 'failed', 'stopped') THEN now() - $3::interval END,
+       failed_at = CASE WHEN $2 = 'failed' THEN now() - $3::interval END,
        visible_at = CASE WHEN $2 = 'retrying' THEN now() + interval '1 hour' ELSE visible_at END
      WHERE id = ANY($1::uuid[])`,
     [ids, state, ago, created],

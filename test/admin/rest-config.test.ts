@@ -147,7 +147,7 @@ describe('variables', () => {
       const [id = ''] = await enqueueMany(env.deps, env.project, 'to_a', 1)
       const echo = `401 from receiver: bad token ${CANARY}`
       await env.deps.db.query(
-        `UPDATE actions_event SET state = 'failed', num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $2::text))
+        `UPDATE actions_event SET state = 'failed', resolved_at = now(), failed_at = now(), num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $2::text))
          WHERE id = $1`,
         [id, echo],
       )
@@ -205,7 +205,10 @@ describe('stats', () => {
   it('counts events by state, the due backlog and its oldest age, and the heartbeat', async () => {
     await schema()
     const ids = await enqueueMany(env.deps, env.project, 'to_a', 4)
-    await env.deps.db.query(`UPDATE actions_event SET state = 'failed' WHERE id = ANY($1::uuid[])`, [ids.slice(0, 1)])
+    await env.deps.db.query(
+      `UPDATE actions_event SET state = 'failed', resolved_at = now(), failed_at = now() WHERE id = ANY($1::uuid[])`,
+      [ids.slice(0, 1)],
+    )
     await env.deps.db.query(`UPDATE actions_event SET visible_at = now() - interval '90 seconds' WHERE id = ANY($1::uuid[])`, [
       ids.slice(1),
     ])

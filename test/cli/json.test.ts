@@ -50,7 +50,7 @@ describe('--json', () => {
       const [, , leased] = await failedProject(project)
       // A lease that has not run out, as a dispatcher holds one mid-delivery.
       if (listing === 'processing')
-        await env.deps.db.query(`UPDATE actions_event SET state = 'processing', visible_at = now() + interval '1 hour' WHERE id = $1`, [
+        await env.deps.db.query(`UPDATE actions_event SET state = 'processing', lease_until = now() + interval '1 hour' WHERE id = $1`, [
           leased,
         ])
       const res = await run('events', listing, project, '--json')

@@ -137,7 +137,8 @@ async function resolvedEvents(target: string, n: number, state: 'succeed' | 'fai
     const ids = await insertEvents(client, ctx, rows)
     await client.query(
       `UPDATE actions_event SET state = $2::actions_event_state, num_retries = 1,
-         last_state_change = now() - $3::interval, resolved_at = now() - $3::interval WHERE id = ANY($1::uuid[])`,
+         last_state_change = now() - $3::interval, resolved_at = now() - $3::interval,
+         failed_at = CASE WHEN $2 = 'failed' THEN now() - $3::interval END WHERE id = ANY($1::uuid[])`,
       [ids, state, ago],
     )
     await client.query('COMMIT')

@@ -55,7 +55,7 @@ describe('claimBatches', () => {
     expect(ids(r)).toEqual(['b:2,4', 'b:6', 'a:1,3', 'a:5,7'])
     expect(r.unknownTarget).toEqual([])
     const { rows } = await db.pool.query<{ state: string; leased: boolean }>(
-      `SELECT DISTINCT state::text, visible_at > now() + interval '50 seconds' AS leased FROM actions_event`,
+      `SELECT DISTINCT state::text, lease_until > now() + interval '50 seconds' AS leased FROM actions_event`,
     )
     expect(rows).toEqual([{ state: 'processing', leased: true }])
   })

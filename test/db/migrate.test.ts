@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { DUE } from '../../lib/db/due.js'
 import { migrate } from '../../lib/db/migrate.js'
+import { releaseClaims } from '../../lib/db/release.js'
 import { freshDatabase } from '../helpers/db.js'
 import { useDatabase } from '../helpers/harness.js'
 
@@ -26,6 +28,7 @@ const MIGRATIONS = [
   '014_variable_updated.sql',
   '015_event_trace.sql',
   '016_key_index_unresolved.sql',
+  '017_lease_outside_indexes.sql',
 ]
 
 describe('migrations', () => {
@@ -52,6 +55,87 @@ describe('migrations', () => {
       expect(await migrate(empty.pool)).toEqual([])
     } finally {
       await empty.drop()
+    }
+  })
+
+  it('017 moves leases out of visible_at, dates failures and keeps what is due, in flight and resolved as it was', async () => {
+    const MIGRATIONS = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
+    const before = await mkdtemp(join(tmpdir(), 'actions-migrations-'))
+    const empty = await freshDatabase()
+    try {
+      for (const f of (await readdir(MIGRATIONS)).filter(f => f < '017')) await copyFile(join(MIGRATIONS, f), join(before, f))
+      await empty.pool.query(
+        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+      )
+      expect(await migrate(empty.pool, `${before}/`)).toHaveLength(16)
+      // As the previous version leaves them: a claim's lease in visible_at, a failure dated by its change.
+      const rows: Array<[string, string, string, string | null]> = [
+        ['due', 'created', `now() - interval '1 minute'`, null],
+        ['later', 'retrying', `now() + interval '1 hour'`, null],
+        ['leased', 'processing', `date_trunc('milliseconds', now() + interval '5 minutes')`, null],
+        ['lost', 'processing', `date_trunc('milliseconds', now() - interval '5 seconds')`, null],
+        ['done', 'succeed', `now() - interval '2 hours'`, `now() - interval '1 hour'`],
+        ['gave_up', 'failed', `now() - interval '2 hours'`, `now() - interval '30 minutes'`],
+        ['halted', 'stopped', `now() - interval '2 hours'`, `now() - interval '20 minutes'`],
+      ]
+      for (const [name, state, visible, resolved] of rows)
+        await empty.pool.query(
+          `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, visible_at, resolved_at, last_state_change, seq)
+           VALUES (gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', $1, '{}', $2::actions_event_state, ${visible}, ${resolved ?? 'NULL'},
+                   coalesce(${resolved ?? 'NULL'}, now()), nextval('actions_event_seq'))`,
+          [name, state],
+        )
+      const lease = (
+        await empty.pool.query<{ lease: string }>(`SELECT visible_at::text AS lease FROM actions_event WHERE trigger = 'leased'`)
+      ).rows[0]!.lease
+      // A claimed event's visible_at (its lease, until now) is compared as "no later than now".
+      const snapshot = async () =>
+        (
+          await empty.pool.query(
+            `SELECT id, trigger, state, CASE WHEN state = 'processing' THEN (visible_at <= now())::text ELSE visible_at::text END AS visible,
+                    resolved_at, last_state_change FROM actions_event ORDER BY seq`,
+          )
+        ).rows
+      const stored = await snapshot()
+
+      expect(await migrate(empty.pool)).toEqual(['017_lease_outside_indexes.sql'])
+      const after = await empty.pool.query<{ trigger: string; lease_until: string | null; failed: boolean; due: boolean }>(
+        `SELECT trigger, lease_until::text, failed_at = resolved_at AS failed, ${DUE} AS due FROM actions_event ORDER BY seq`,
+      )
+      // Nothing else moved, and no row was lost or added; claimed events are due no later than now (their
+      // lease, now in lease_until, is what they wait for).
+      const moved = await snapshot()
+      expect(moved.filter(r => r.state === 'processing').map(r => r.visible)).toEqual(['true', 'true'])
+      expect(moved.map(r => (r.state === 'processing' ? { ...r, visible: 'moved' } : r))).toEqual(
+        stored.map(r => (r.state === 'processing' ? { ...r, visible: 'moved' } : r)),
+      )
+      expect(after.rows.map(r => [r.trigger, r.lease_until !== null, r.failed, r.due])).toEqual([
+        ['due', false, null, true],
+        ['later', false, null, false],
+        ['leased', true, null, false],
+        ['lost', true, null, true],
+        ['done', false, null, false],
+        ['gave_up', false, true, false],
+        ['halted', false, null, false],
+      ])
+      expect(after.rows.find(r => r.trigger === 'leased')?.lease_until).toBe(lease)
+      // The dispatcher holding the lease hands the event back (or records it) by the lease it was given.
+      const [leased] = (await empty.pool.query<{ id: string }>(`SELECT id FROM actions_event WHERE trigger = 'leased'`)).rows
+      expect(await releaseClaims(empty.pool, 'p', [{ id: leased!.id, lease }])).toBe(1)
+      expect((await empty.pool.query(`SELECT state, ${DUE} AS due FROM actions_event WHERE trigger = 'leased'`)).rows).toEqual([
+        { state: 'created', due: true },
+      ])
+      const { rows: defs } = await empty.pool.query<{ indexname: string; indexdef: string }>(
+        `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'actions_event' ORDER BY indexname`,
+      )
+      // No index reads the columns a claim writes (state, lease_until, last_state_change): its update can be HOT.
+      for (const d of defs) expect(d.indexdef).not.toMatch(/\b(state|lease_until|last_state_change)\b/)
+      expect((await empty.pool.query(`SELECT reloptions FROM pg_class WHERE relname = 'actions_event'`)).rows[0]).toEqual({
+        reloptions: ['fillfactor=50'],
+      })
+    } finally {
+      await empty.drop()
+      await rm(before, { recursive: true, force: true })
     }
   })
 

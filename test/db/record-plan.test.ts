@@ -14,10 +14,10 @@ beforeAll(async () => {
     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb FROM generate_series(1, 20000)`)
   await db.pool.query('VACUUM ANALYZE actions_event')
   const { rows } = await db.pool
-    .query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
-    WHERE id IN (SELECT id FROM actions_event LIMIT 350) RETURNING id, visible_at`)
+    .query(`UPDATE actions_event SET state = 'processing', lease_until = date_trunc('milliseconds', now() + interval '1 minute')
+    WHERE id IN (SELECT id FROM actions_event LIMIT 350) RETURNING id, lease_until`)
   ids = rows.map(r => r.id)
-  leases = rows.map(r => r.visible_at)
+  leases = rows.map(r => r.lease_until)
 }, 60_000)
 
 // Every outcome a success of target t (the breaker's inputs: project, target, code, batch, attempts, no Retry-After).

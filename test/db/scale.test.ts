@@ -2,8 +2,9 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
 import { RECORD_OK_SQL, RECORD_SQL } from '../../lib/db/record.js'
 import { RELEASE_SQL } from '../../lib/db/release.js'
-import { DUE_BACKLOG_SQL, FAILED_COUNT_SQL } from '../../lib/db/backlog.js'
-import { DELETE_RESOLVED, DELETE_RESOLVED_WITH_FAILED } from '../../lib/db/retention.js'
+import { DUE_BACKLOG_SQL, FAILED_COUNT_SQL, PAUSED_TARGETS_SQL } from '../../lib/db/backlog.js'
+import { NEXT_DUE } from '../../lib/db/due.js'
+import { DELETE_RESOLVED, DELETE_RESOLVED_WITH_FAILED, GIVE_UP } from '../../lib/db/retention.js'
 import { PROGRESS_TOUCH } from '../../lib/db/progress.js'
 import { useDatabase } from '../helpers/harness.js'
 
@@ -12,10 +13,10 @@ const db = useDatabase()
 
 beforeAll(async () => {
   await db.pool.query(`
-    INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, visible_at)
+    INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, failed_at, visible_at)
     SELECT gen_random_uuid(), 'p' || (i % 100), gen_random_uuid(), 1, 't', 'x', '{}'::jsonb,
            (CASE WHEN i % 50 = 0 THEN 'failed' ELSE 'succeed' END)::actions_event_state,
-           now() - (i % 30) * interval '1 day', now() - interval '30 days'
+           now() - (i % 30) * interval '1 day', CASE WHEN i % 50 = 0 THEN now() - (i % 30) * interval '1 day' END, now() - interval '30 days'
     FROM generate_series(1, 1000000) AS i`)
   await db.pool.query(`
     INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, visible_at)
@@ -37,6 +38,18 @@ describe('sweeper and claim statements at scale', () => {
     expect(p).not.toMatch(/Seq Scan on actions_event/)
   })
 
+  it('read unresolved events of a project or target from the due index: next due, paused targets, give-up', async () => {
+    for (const [sql, params] of [
+      [NEXT_DUE.text, NEXT_DUE.values({ project: 'p1', held: [] })],
+      [PAUSED_TARGETS_SQL, []],
+      [GIVE_UP.text, GIVE_UP.values({ hours: 72, limit: 5000 })],
+    ] as const) {
+      const p = await plan(sql, [...params])
+      expect(p).toContain('actions_event_due_idx')
+      expect(p).not.toMatch(/Seq Scan on actions_event/)
+    }
+  })
+
   it('count failed events from the partial failed index', async () => {
     const p = await plan(FAILED_COUNT_SQL)
     expect(p).toContain('actions_event_failed_idx')
@@ -53,11 +66,11 @@ describe('sweeper and claim statements at scale', () => {
   it('record and release outcomes by primary key while statistics say nothing is claimed', async () => {
     // Statistics were gathered above; claim some rows now, as a drain does between two ANALYZE runs.
     const { rows } = await db.pool
-      .query(`UPDATE actions_event SET state = 'processing', visible_at = date_trunc('milliseconds', now() + interval '1 minute')
-      WHERE id IN (SELECT id FROM actions_event WHERE state = 'created' LIMIT 350) RETURNING id, visible_at, project`)
+      .query(`UPDATE actions_event SET state = 'processing', lease_until = date_trunc('milliseconds', now() + interval '1 minute')
+      WHERE id IN (SELECT id FROM actions_event WHERE state = 'created' LIMIT 350) RETURNING id, lease_until, project`)
     const ids = rows.map(r => r.id)
     const projects = rows.map(r => r.project)
-    const leases = rows.map(r => r.visible_at)
+    const leases = rows.map(r => r.lease_until)
     for (const [sql, params] of [
       [
         RECORD_SQL,

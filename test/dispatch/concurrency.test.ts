@@ -76,7 +76,7 @@ describe('concurrent and crashing dispatchers', () => {
       async () =>
         (
           await env.deps.db.query(
-            `SELECT count(*)::int AS n FROM actions_event WHERE project = 'restart' AND state = 'processing' AND visible_at > now()`,
+            `SELECT count(*)::int AS n FROM actions_event WHERE project = 'restart' AND state = 'processing' AND lease_until > now()`,
           )
         ).rows[0].n === 0,
     )
@@ -101,7 +101,7 @@ describe('concurrent and crashing dispatchers', () => {
     expect(await drainProject(env.deps, 'crash', FOREVER)).toMatchObject({ succeeded: 0, batches: 0 })
     await until(
       'the lease to run out',
-      async () => (await env.deps.db.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due,
+      async () => (await env.deps.db.query('SELECT lease_until <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due,
     )
     expect(await drainProject(env.deps, 'crash', FOREVER)).toMatchObject({ succeeded: 1 })
     expect(env.rx.eventIds()).toEqual([id, id])
@@ -130,7 +130,7 @@ describe('concurrent and crashing dispatchers', () => {
       async () =>
         (
           await env.deps.db.query(
-            `SELECT bool_and(visible_at <= now()) AS due FROM actions_event WHERE project = 'crash-order' AND state = 'processing'`,
+            `SELECT bool_and(lease_until <= now()) AS due FROM actions_event WHERE project = 'crash-order' AND state = 'processing'`,
           )
         ).rows[0].due,
     )

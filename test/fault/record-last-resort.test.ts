@@ -145,7 +145,7 @@ describe("the recorder's last resort", () => {
       expect((await claim()).batches).toEqual([])
       await until(
         'the lease to run out',
-        async () => (await env.db.pool.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [stuck])).rows[0].due,
+        async () => (await env.db.pool.query('SELECT lease_until <= now() AS due FROM actions_event WHERE id = $1', [stuck])).rows[0].due,
       )
       const again = await claim()
       expect(again.lost).toBe(1)
@@ -167,7 +167,7 @@ describe("the recorder's last resort", () => {
       const claimed = await claim(2)
       await until(
         'the lease to run out',
-        async () => (await env.db.pool.query('SELECT visible_at <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due,
+        async () => (await env.db.pool.query('SELECT lease_until <= now() AS due FROM actions_event WHERE id = $1', [id])).rows[0].due,
       )
       if (lost === 1) expect(claimed.batches.flatMap(b => b.events).map(e => e.num_retries)).toEqual([0])
       else expect(claimed.batches.flatMap(b => b.events).map(e => e.num_retries)).toEqual([1])

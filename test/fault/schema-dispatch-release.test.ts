@@ -13,7 +13,7 @@ const db = () => env.deps.db
 /** Events of the project by what the database says about them now. */
 async function tally(project: string) {
   const { rows } = await db().query<{ state: string; due: boolean; num_retries: number; n: number }>(
-    `SELECT state, visible_at <= now() AS due, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1
+    `SELECT state, visible_at <= now() AND (lease_until IS NULL OR lease_until <= now()) AS due, num_retries, count(*)::int AS n FROM actions_event WHERE project = $1
      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
     [project],
   )

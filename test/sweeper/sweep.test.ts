@@ -50,7 +50,7 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     for (const p of ['idle', 'lost', 'lease', 'far', 'big', 'future']) await schemaFor(env.deps, p, { t: { url: 'http://127.0.0.1:9' } })
     await enqueueMany(env.deps, 'lost', 'to_t', 3)
     const [leased] = await enqueueMany(env.deps, 'lease', 'to_t', 1)
-    await env.deps.db.query(`UPDATE actions_event SET state = 'processing', visible_at = now() - interval '1 second' WHERE id = $1`, [
+    await env.deps.db.query(`UPDATE actions_event SET state = 'processing', lease_until = now() - interval '1 second' WHERE id = $1`, [
       leased,
     ])
     const [far] = await enqueueMany(env.deps, 'far', 'to_t', 1)
@@ -78,7 +78,9 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
       retrying,
     ])
     const failed = await enqueueMany(env.deps, 'beta', 'to_t', 3)
-    await env.deps.db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() WHERE id = ANY($1)`, [failed])
+    await env.deps.db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now(), failed_at = now() WHERE id = ANY($1)`, [
+      failed,
+    ])
     const before = Date.now() / 1000
 
     await run()
@@ -191,9 +193,10 @@ describe.skipIf(!hasPushgateway)('the sweeper', () => {
     await env.deps.db.query(`UPDATE actions_event SET state = 'stopped', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [
       ids.slice(20, 24),
     ])
-    await env.deps.db.query(`UPDATE actions_event SET state = 'failed', resolved_at = now() - interval '8 days' WHERE id = ANY($1)`, [
-      ids.slice(24, 27),
-    ])
+    await env.deps.db.query(
+      `UPDATE actions_event SET state = 'failed', resolved_at = now() - interval '8 days', failed_at = now() - interval '8 days' WHERE id = ANY($1)`,
+      [ids.slice(24, 27)],
+    )
     await env.deps.db.query(`UPDATE actions_event SET state = 'succeed', resolved_at = now() - interval '1 day' WHERE id = ANY($1)`, [
       ids.slice(27),
     ])
