@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { DUE } from '../../lib/db/due.js'
 import { migrate } from '../../lib/db/migrate.js'
 import { releaseClaims } from '../../lib/db/release.js'
-import { freshDatabase } from '../helpers/db.js'
+import { freshDatabase, type TestDatabase } from '../helpers/db.js'
 import { useDatabase } from '../helpers/harness.js'
 
 const db = useDatabase()
@@ -30,6 +30,26 @@ const MIGRATIONS = [
   '016_key_index_unresolved.sql',
   '017_lease_outside_indexes.sql',
 ]
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
+
+/** Runs `body` on a fresh database migrated with the migrations named before `first` only, then drops it. */
+async function atMigrationsBefore(first: string, body: (empty: TestDatabase) => Promise<void>): Promise<void> {
+  const before = await mkdtemp(join(tmpdir(), 'actions-migrations-'))
+  const empty = await freshDatabase()
+  try {
+    const earlier = (await readdir(MIGRATIONS_DIR)).filter(f => f < first)
+    for (const f of earlier) await copyFile(join(MIGRATIONS_DIR, f), join(before, f))
+    await empty.pool.query(
+      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+    )
+    expect(await migrate(empty.pool, `${before}/`)).toHaveLength(earlier.length)
+    await body(empty)
+  } finally {
+    await empty.drop()
+    await rm(before, { recursive: true, force: true })
+  }
+}
 
 describe('migrations', () => {
   it('are recorded, and running them again applies nothing', async () => {
@@ -59,15 +79,7 @@ describe('migrations', () => {
   })
 
   it('017 moves leases out of visible_at, dates failures and keeps what is due, in flight and resolved as it was', async () => {
-    const MIGRATIONS = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
-    const before = await mkdtemp(join(tmpdir(), 'actions-migrations-'))
-    const empty = await freshDatabase()
-    try {
-      for (const f of (await readdir(MIGRATIONS)).filter(f => f < '017')) await copyFile(join(MIGRATIONS, f), join(before, f))
-      await empty.pool.query(
-        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
-      )
-      expect(await migrate(empty.pool, `${before}/`)).toHaveLength(16)
+    await atMigrationsBefore('017', async empty => {
       // As the previous version leaves them: a claim's lease in visible_at, a failure dated by its change.
       const rows: Array<[string, string, string, string | null]> = [
         ['due', 'created', `now() - interval '1 minute'`, null],
@@ -133,22 +145,11 @@ describe('migrations', () => {
       expect((await empty.pool.query(`SELECT reloptions FROM pg_class WHERE relname = 'actions_event'`)).rows[0]).toEqual({
         reloptions: ['fillfactor=50'],
       })
-    } finally {
-      await empty.drop()
-      await rm(before, { recursive: true, force: true })
-    }
+    })
   })
 
   it('005 scopes ids to projects and numbers due events in creation order, losing and duplicating no row', async () => {
-    const MIGRATIONS = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
-    const before = await mkdtemp(join(tmpdir(), 'actions-migrations-'))
-    const empty = await freshDatabase()
-    try {
-      for (const f of (await readdir(MIGRATIONS)).filter(f => f < '005')) await copyFile(join(MIGRATIONS, f), join(before, f))
-      await empty.pool.query(
-        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
-      )
-      expect(await migrate(empty.pool, `${before}/`)).toHaveLength(4)
+    await atMigrationsBefore('005', async empty => {
       // Two rows in every state, created in a known order (the due ones out of id order on purpose).
       await empty.pool.query(`
         INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, created_at, resolved_at)
@@ -165,7 +166,7 @@ describe('migrations', () => {
         ).rows
       const stored = (await empty.pool.query('SELECT id, project, state, payload FROM actions_event ORDER BY created_at')).rows
       expect(stored).toHaveLength(12)
-      expect(await migrate(empty.pool)).toEqual((await readdir(MIGRATIONS)).filter(f => f >= '005').sort())
+      expect(await migrate(empty.pool)).toEqual((await readdir(MIGRATIONS_DIR)).filter(f => f >= '005').sort())
       const after = await read()
       expect(after.map(({ seq: _, ...r }) => r)).toEqual(stored)
       // Due rows numbered in creation order; resolved history left without a number.
@@ -194,9 +195,6 @@ describe('migrations', () => {
           [id],
         ),
       ).rejects.toMatchObject({ code: '23505' })
-    } finally {
-      await empty.drop()
-      await rm(before, { recursive: true, force: true })
-    }
+    })
   })
 })
