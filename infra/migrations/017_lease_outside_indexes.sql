@@ -7,8 +7,8 @@
 --   index covers it. `visible_at` is only ever the time the event is due.
 -- * The due and resolved indexes say "unresolved" and "resolved" by `resolved_at` (every statement
 --   that resolves an event sets it, every one that reopens one clears it; migration 016). The due
---   index adds `visible_at IS NOT NULL` (always true: the column is NOT NULL) so that its predicate is
---   not the key index's: the per-entity probe (lib/db/due.ts headOfKey) says nothing of `visible_at`,
+--   index adds `visible_at IS NOT NULL` (always true: the column is NOT NULL; statements imply it by
+--   `visible_at <= 'infinity'`, lib/db/due.ts) so that its predicate is not the key index's: the per-entity probe (lib/db/due.ts headOfKey) says nothing of `visible_at`,
 --   so only the key index can answer it. With equal predicates the planner answered the probe from
 --   the due index, reading a project's whole backlog per candidate (the collapse migration 016 fixed).
 -- * Terminal failures are indexed by `failed_at`, set with the failed state and cleared with it.

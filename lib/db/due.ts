@@ -5,11 +5,13 @@ import { named } from './sql.js'
  * "Unresolved" as the partial index actions_event_due_idx is defined
  * (infra/migrations/017_lease_outside_indexes.sql): every statement that reads unresolved events of
  * a project through that index says it this way, as the planner matches the predicate by its text.
- * `visible_at IS NOT NULL` is always true; it keeps the due index's predicate apart from the key
- * index's, so the per-entity probe ({@link headOfKey}) can only read the key index. `e` is the row's
- * name and a dot, or empty.
+ * The index adds `visible_at IS NOT NULL` (always true) to keep its predicate apart from the key
+ * index's, so the per-entity probe ({@link headOfKey}) can only read the key index. A statement
+ * implies it by `visible_at <= 'infinity'` (also always true), not by repeating it: Postgres 17 and
+ * later drop `IS NOT NULL` of a NOT NULL column from a query, and the index then no longer matches
+ * (Postgres 18 scanned the table for PAUSED_TARGETS). `e` is the row's name and a dot, or empty.
  */
-export const unresolved = (e = '') => `${e}resolved_at IS NULL AND ${e}visible_at IS NOT NULL`
+export const unresolved = (e = '') => `${e}resolved_at IS NULL AND ${e}visible_at <= 'infinity'`
 
 /**
  * The one spelling of "due" (unresolved, its time come, and not claimed, or claimed with its lease run
