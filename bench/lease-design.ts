@@ -21,9 +21,9 @@ type Design = {
   due: string
 }
 
-const TODAY_DUE = `d.state IN ('created', 'retrying', 'processing') AND d.visible_at <= now()`
+const VISIBLE_AT_DUE = `d.state IN ('created', 'retrying', 'processing') AND d.visible_at <= now()`
 const COLUMN_DUE = `d.resolved_at IS NULL AND d.visible_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())`
-const today: Design = {
+const leaseInVisibleAt: Design = {
   name: 'lease in visible_at (before 017)',
   fillfactor: 100,
   lease: 'visible_at',
@@ -32,7 +32,7 @@ const today: Design = {
     `(project, last_state_change) WHERE state = 'failed'`,
     `(resolved_at) WHERE state IN ('succeed', 'stopped', 'failed')`,
   ],
-  due: TODAY_DUE,
+  due: VISIBLE_AT_DUE,
 }
 const column = (fillfactor: number): Design => ({
   name: `lease column, fillfactor ${fillfactor}`,
@@ -45,7 +45,7 @@ const column = (fillfactor: number): Design => ({
   ],
   due: COLUMN_DUE,
 })
-const DESIGNS = [today, column(85), column(50)]
+const DESIGNS = [leaseInVisibleAt, column(85), column(50)]
 /**
  * Events per claim statement (the record of a claim is one statement too). Not the engine's batchSize:
  * at batchSize 1 a drain still claims many one-event batches per statement and records them together

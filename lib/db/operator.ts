@@ -15,10 +15,11 @@ const LISTINGS: Record<Listing, string> = {
 
 /**
  * `visible_at` as operators read it: when a claim may take the event next, so for a claimed one the
- * end of its lease (kept in `lease_until` since migration 017; `visible_at` stays its due time). A
- * later column of the same name wins in node-postgres, so `SELECT *, this` shows this one.
+ * end of its lease (kept in `lease_until` since migration 017; `visible_at` stays its due time).
+ * `greatest` skips a NULL lease. A later column of the same name wins in node-postgres, so
+ * `SELECT *, this` shows this one.
  */
-export const SHOWN_VISIBLE_AT = `CASE WHEN lease_until IS NOT NULL THEN greatest(visible_at, lease_until) ELSE visible_at END AS visible_at`
+export const SHOWN_VISIBLE_AT = `greatest(visible_at, lease_until) AS visible_at`
 
 /** One line of a listing: no payload, and only the start of the last error. */
 export type ListedEvent = Pick<EventRow, 'id' | 'state' | 'target' | 'trigger' | 'num_retries' | 'visible_at'> & {

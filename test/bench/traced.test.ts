@@ -56,20 +56,28 @@ const run = (benchMs: number, postgresMs: number, seconds: number, spans?: numbe
   ...(spans !== undefined ? { spans } : {}),
 })
 
+/** The report of a run holding actions-b1 (one round, `plain`) and the traced row (its rounds, `traced`). */
+const tracedReport = (plain: RunResult, traced: RunResult[], tracedScenario = 'traced') =>
+  report({
+    scenarios: [
+      { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery' },
+      { key: 'actions-b1-traced', contender: 'Actions', scenario: tracedScenario, kind: 'delivery' },
+    ],
+    results: new Map([
+      ['actions-b1', [plain]],
+      ['actions-b1-traced', traced],
+    ]),
+    header: [],
+  })
+
 describe('bench report, traced row', () => {
   it('prints what tracing adds per event against actions-b1 of the same run, with spans per event', () => {
-    const text = report({
-      scenarios: [
-        { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery' },
-        { key: 'actions-b1-traced', contender: 'Actions', scenario: 'drainProject, batchSize 1, tracing on', kind: 'delivery' },
-      ],
-      results: new Map([
-        ['actions-b1', [run(90, 70, 0.2)]],
-        // Medians of rounds: the middle round by events/s stands for the CPU, the middle spans count for spans.
-        ['actions-b1-traced', [run(200, 90, 0.4, 1_000), run(130, 75, 0.25, 1_020), run(400, 99, 0.5, 980)]],
-      ]),
-      header: [],
-    })
+    // Medians of rounds: the middle round by events/s stands for the CPU, the middle spans count for spans.
+    const text = tracedReport(
+      run(90, 70, 0.2),
+      [run(200, 90, 0.4, 1_000), run(130, 75, 0.25, 1_020), run(400, 99, 0.5, 980)],
+      'drainProject, batchSize 1, tracing on',
+    )
     expect(text).toContain(
       'tracing on (always_on, OTLP/HTTP to a collector process): +110.0 µs dispatcher, +20.0 µs Postgres per event at batchSize 1',
     )
@@ -77,17 +85,7 @@ describe('bench report, traced row', () => {
   })
 
   it('signs a difference that went the other way', () => {
-    const text = report({
-      scenarios: [
-        { key: 'actions-b1', contender: 'Actions', scenario: 'drainProject, batchSize 1', kind: 'delivery' },
-        { key: 'actions-b1-traced', contender: 'Actions', scenario: 'traced', kind: 'delivery' },
-      ],
-      results: new Map([
-        ['actions-b1', [run(90, 70, 0.2)]],
-        ['actions-b1-traced', [run(95, 61, 0.2, 1_000)]],
-      ]),
-      header: [],
-    })
+    const text = tracedReport(run(90, 70, 0.2), [run(95, 61, 0.2, 1_000)])
     expect(text).toContain('+5.0 µs dispatcher, -9.0 µs Postgres per event')
   })
 
