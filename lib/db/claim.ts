@@ -234,6 +234,12 @@ export async function claimBatches(
   maxBatches: number,
   limits: ClaimLimits,
 ): Promise<ClaimResult> {
+  // No more batches than the targets may take between them: a capped target granted one request
+  // would otherwise read and lock a whole look-ahead of its rows (256 at batchSize 1) to update one.
+  const allowed = Math.min(
+    maxBatches,
+    targets.reduce((n, t) => n + t.maxBatches, 0),
+  )
   const { rows } = await db.query<
     ClaimedEvent & { first_pos: string | null; pos: string; bytes: number; lost: boolean; gave_up: 'unknown' | 'spent' | null }
   >({
@@ -245,8 +251,8 @@ export async function claimBatches(
       targets: targets.map(t => t.name),
       batch_sizes: targets.map(t => t.batchSize),
       lease_ms: targets.map(t => t.leaseMs),
-      candidate_rows: maxBatches * Math.max(1, ...targets.map(t => t.batchSize)),
-      max_batches: maxBatches,
+      candidate_rows: allowed * Math.max(1, ...targets.map(t => t.batchSize)),
+      max_batches: allowed,
       waiting: limits.waiting,
       budget_bytes: limits.budgetBytes,
       take_anyway: limits.atLeastOne ? 1 : 0,

@@ -70,6 +70,26 @@ describe('claimBatches', () => {
     expect(ids(await claimBatches(db.pool, 'p', [target('a', 1)], 3, unlimited))).toEqual(['a:1', 'a:2', 'a:3'])
   })
 
+  it('locks no more rows than its targets may take: a target granted one batch leaves the rest of its backlog to other claims', async () => {
+    await insert([1, 2, 3, 4, 5, 6, 7, 8].map(n => ({ n, target: 'a', dueAgoMs: 10_000 - n })))
+    // The claim's transaction stays open, so its row locks (FOR NO KEY UPDATE) are still held while a
+    // second connection asks which due rows it could lock. Asked for 256 batches, as a drain's look-ahead
+    // does, by a target allowed one (a capped target's grant), the claim locked all eight before.
+    const client = await db.pool.connect()
+    try {
+      await client.query('BEGIN')
+      const r = await claimBatches(client, 'p', [target('a', 2, 1)], 256, unlimited)
+      expect(ids(r)).toEqual(['a:1,2'])
+      const { rows } = await db.pool.query<{ n: string }>(
+        `SELECT count(*) AS n FROM (SELECT 1 FROM actions_event WHERE project = 'p' FOR NO KEY UPDATE SKIP LOCKED) free`,
+      )
+      expect(Number(rows[0]!.n)).toBe(6)
+    } finally {
+      await client.query('ROLLBACK')
+      client.release()
+    }
+  })
+
   it('leaves waiting targets alone and fails the events of targets missing from the schema in the same statement', async () => {
     await insert([
       { n: 1, target: 'a' },
