@@ -6,7 +6,7 @@
  * (bench/profile.ts, 197 against 178 µs). Only our code is bundled, with the deployment's settings
  * (ES module, Node 22, no minifying); packages load from node_modules as they do for every contender.
  * The bench's children (receiver, dispatcher, producer, collector) are entry points too: bench/child.ts forks
- * their bundles when it runs from one. The bundles lie two levels below the root, as lib/db does, so
+ * their bundles when it runs from one. So is bench/profile.ts, to profile the deployed shape. The bundles lie two levels below the root, as lib/db does, so
  * lib's paths relative to its modules (the migrations) resolve alike; the bench's own root files are
  * found with bench/repo.ts.
  */
@@ -14,7 +14,7 @@ import { build } from 'esbuild'
 import { fileURLToPath } from 'node:url'
 
 const BUILD_DIR = fileURLToPath(new URL('../.bench-build/', import.meta.url))
-const ENTRIES = ['run', 'receiver', 'dispatcher', 'producer', 'collector'].map(name =>
+const ENTRIES = ['run', 'receiver', 'dispatcher', 'producer', 'collector', 'profile'].map(name =>
   fileURLToPath(new URL(`./${name}.ts`, import.meta.url)),
 )
 

@@ -4,7 +4,10 @@
  * claim returns, the POST durations, the CPU split, the dispatcher's CPU per event (user and system)
  * and how often its event loop thread was preempted. A tool for finding where the time goes; not
  * part of `npm run bench`. With PROFILE_CPU=file.cpuprofile it also writes a CPU profile of this process
- * covering the measured drain only (open it in Chrome DevTools or speedscope). PROFILE_ALLOC=1 samples
+ * covering the measured drain only (open it in Chrome DevTools or speedscope). Under tsx each function
+ * is attributed to its file; run from the bundle (`npx tsx bench/build.ts`, then
+ * `node .bench-build/bench/profile.mjs`), the deployed shape, it is attributed by the module comments
+ * esbuild writes into the bundle. PROFILE_ALLOC=1 samples
  * the drain's allocations (collected objects too) and prints bytes per event by allocating function:
  * what the garbage collector has to sweep. PROFILE_DB_SET=name=value,... applies database settings
  * first (e.g. synchronous_commit=off, random_page_cost=1.1).
@@ -115,7 +118,7 @@ async function main(): Promise<void> {
       console.log(
         `Dispatcher event loop busy ${Math.round(elu.utilization * 100)}% of the drain (idle = waiting for Postgres or the receiver)`,
       )
-      if (cpuProfile) summarize(cpuProfile)
+      if (cpuProfile) await summarize(cpuProfile)
       if (allocated) summarizeAllocations(allocated, result.succeeded)
       describe(timings, t0, seconds * 1000)
       const sorted = posts.sort((a, b) => a - b)
@@ -164,18 +167,20 @@ function sampleWaits(admin: pg.Client, database: string) {
   }
 }
 
-type ProfileNode = { id: number; callFrame: { functionName: string; url: string }; children?: number[] }
+type ProfileNode = { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
 type CpuProfile = { nodes: ProfileNode[]; samples?: number[]; timeDeltas?: number[] }
 
 /** Self time of the profiled drain by where the code lives, and the heaviest functions. */
-function summarize(profile: CpuProfile): void {
+async function summarize(profile: CpuProfile): Promise<void> {
   const byId = new Map(profile.nodes.map(n => [n.id, n]))
+  const sourceOf = await bundleSources(profile)
   const self = new Map<number, number>()
   const samples = profile.samples ?? []
   samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas?.[i] ?? 0)))
   const total = [...self.values()].reduce((a, b) => a + b, 0)
   const area = (n: ProfileNode) => {
-    const { functionName: f, url } = n.callFrame
+    const { functionName: f } = n.callFrame
+    const url = sourceOf(n)
     if (f.startsWith('(')) return f
     if (url.includes('/node_modules/')) return url.replace(/.*\/node_modules\/((@[^/]+\/)?[^/]+).*/, '$1')
     if (url.includes('/lib/')) return 'lib/ (Actions)'
@@ -188,7 +193,7 @@ function summarize(profile: CpuProfile): void {
     const n = byId.get(id)
     if (!n) continue
     areas.set(area(n), (areas.get(area(n)) ?? 0) + us)
-    const name = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/.*\/(node_modules|lib)\//, '$1/')}`
+    const name = `${n.callFrame.functionName || '(anonymous)'} ${sourceOf(n).replace(/.*\/(node_modules|lib)\//, '$1/')}`
     fns.set(name, (fns.get(name) ?? 0) + us)
   }
   const pct = (us: number) => `${((us / total) * 100).toFixed(1).padStart(5)}%`
@@ -196,6 +201,35 @@ function summarize(profile: CpuProfile): void {
   for (const [k, v] of [...areas].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`  ${pct(v)}  ${k}`)
   console.log('Heaviest functions (self time):')
   for (const [k, v] of [...fns].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${pct(v)}  ${k}`)
+}
+
+/**
+ * The source file of a profiled function. A bundle's functions all report the bundle's URL; esbuild
+ * writes a comment naming each module (`// lib/delivery/webhook.ts`) before its code, so a function's
+ * module is the last such comment above its line. Other URLs are returned as they are.
+ */
+async function bundleSources(profile: CpuProfile): Promise<(n: ProfileNode) => string> {
+  const modules = new Map<string, { line: number; path: string }[]>()
+  for (const url of new Set(profile.nodes.map(n => n.callFrame.url))) {
+    if (!url.includes('/.bench-build/')) continue
+    const text = await readFile(new URL(url), 'utf8').catch(() => '')
+    const marks: { line: number; path: string }[] = []
+    text.split('\n').forEach((line, i) => {
+      const m = /^\/\/ ((?:\.\.\/)*[\w@./-]+\.[cm]?[jt]s)$/.exec(line)
+      if (m?.[1]) marks.push({ line: i, path: `/${m[1].replace(/^(\.\.\/)+/, '')}` })
+    })
+    modules.set(url, marks)
+  }
+  return n => {
+    const marks = modules.get(n.callFrame.url)
+    if (!marks) return n.callFrame.url
+    let path = n.callFrame.url
+    for (const mark of marks) {
+      if (mark.line > n.callFrame.lineNumber) break
+      path = mark.path
+    }
+    return path
+  }
 }
 
 /** Starts the V8 profiler when PROFILE_CPU names an output file; the returned function stops it, writes the file and returns the profile. */
