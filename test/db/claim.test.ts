@@ -1,3 +1,4 @@
+import type pg from 'pg'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { CLAIM_SQL } from '../../lib/db/claim.js'
 import { HAS_DUE, msUntilNextDue, NEXT_DUE } from '../../lib/db/due.js'
@@ -9,15 +10,21 @@ import { useDatabase } from '../helpers/harness.js'
 // whole backlog: 38 ms instead of 1 ms), and "is anything due" must not scan the resolved rows first.
 const db = useDatabase()
 
+/** `n` due events of project p's target t, each payload `{"id": i}`. */
+const insertDue = (pool: Pick<pg.Pool, 'query'>, n: number) =>
+  pool.query(
+    `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
+     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', jsonb_build_object('id', i)
+     FROM generate_series(1, $1::int) AS i`,
+    [n],
+  )
+
 beforeAll(async () => {
   await db.pool.query(`
     INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at)
     SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', '{}'::jsonb, 'succeed', now()
     FROM generate_series(1, 100000) AS i`)
-  await db.pool.query(`
-    INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
-    SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', jsonb_build_object('id', i)
-    FROM generate_series(1, 20000) AS i`)
+  await insertDue(db.pool, 20_000)
   await db.pool.query('ANALYZE actions_event')
 }, 120_000)
 
@@ -153,10 +160,7 @@ describe('the per-entity probe on statistics of a few keys', () => {
 describe('the claim on a small table', () => {
   const small = useDatabase()
   beforeAll(async () => {
-    await small.pool.query(`
-      INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload)
-      SELECT gen_random_uuid(), 'p', gen_random_uuid(), 1, 't', 'x', jsonb_build_object('id', i)
-      FROM generate_series(1, 20000) AS i`)
+    await insertDue(small.pool, 20_000)
     await small.pool.query('VACUUM ANALYZE actions_event')
   }, 60_000)
 
