@@ -204,7 +204,9 @@ export const CLAIM = named<ClaimParams>()(
   -- Each row where the candidates' scan found and locked it (its ctid: no other statement can move a row
   -- this one holds locked), read as a TID list: joined by id or by ctid alone, the planner chose a hash
   -- join over a sequential scan of the whole table whenever it was small (a fresh deployment's, the
-  -- bench's 20,000 rows), two thirds of an 800-row claim.
+  -- bench's 20,000 rows), two thirds of an 800-row claim. A row another statement changed after this
+  -- one's snapshot is locked at its new version, which this statement cannot see: it is left out of
+  -- the claim, still due, for the next one.
   WHERE e.ctid = ANY(ARRAY(SELECT row_at FROM picked)) AND e.ctid = p.row_at
   RETURNING e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.lease_until::text AS lease,
   ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload,

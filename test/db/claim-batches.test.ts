@@ -90,6 +90,43 @@ describe('claimBatches', () => {
     }
   })
 
+  it('leaves out a row changed after its snapshot, still due, and the next claim takes it', async () => {
+    // The claim updates rows by the place its scan locked them (lib/db/claim.ts). A row another
+    // statement changes and commits while this claim waits (here: on target u's health row, which its
+    // probe step updates) is locked at its new version, which the claim's snapshot cannot see.
+    await insert([
+      { n: 1, target: 't' },
+      { n: 2, target: 'u' },
+    ])
+    await db.pool.query(
+      `INSERT INTO actions_target_health (project, target, paused_at, paused_reason, probe_at) VALUES ('p', 'u', now(), 'failures', now() - interval '1 second')`,
+    )
+    const other = await db.pool.connect()
+    try {
+      await other.query('BEGIN')
+      await other.query(`SELECT 1 FROM actions_target_health WHERE project = 'p' AND target = 'u' FOR UPDATE`)
+      const claim = claimBatches(db.pool, 'p', [target('t', 1), target('u', 1)], 10, unlimited)
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH cfg AS%'`,
+        )
+        if (rows[0]!.n > 0) break
+        await new Promise(resolve => setTimeout(resolve, 10))
+      }
+      await other.query(`UPDATE actions_event SET log = log WHERE id = $1`, [id(1)])
+      await other.query('COMMIT')
+      expect(ids(await claim)).toEqual(['u:2'])
+    } finally {
+      other.release()
+    }
+    const { rows } = await db.pool.query<{ state: string; lease_until: string | null }>(
+      `SELECT state::text, lease_until FROM actions_event WHERE id = $1`,
+      [id(1)],
+    )
+    expect(rows).toEqual([{ state: 'created', lease_until: null }])
+    expect(ids(await claimBatches(db.pool, 'p', [target('t', 1)], 10, unlimited))).toEqual(['t:1'])
+  })
+
   it('leaves waiting targets alone and fails the events of targets missing from the schema in the same statement', async () => {
     await insert([
       { n: 1, target: 'a' },
