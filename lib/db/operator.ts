@@ -101,28 +101,26 @@ export async function getEvent(db: Queryable, project: string, id: string): Prom
   return rows[0]
 }
 
+// What an operator's retry and stop write, for one event and in bulk alike. Either ends a lease and
+// a terminal failure (migration 017's lease_until and failed_at); a retry makes the event due now.
+const REOPEN = `UPDATE actions_event SET
+       state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
+       visible_at = now(), resolved_at = NULL, lease_until = NULL, failed_at = NULL, last_state_change = now()`
+const STOP = `UPDATE actions_event SET state = 'stopped', resolved_at = now(), lease_until = NULL, failed_at = NULL, last_state_change = now()`
+
 /**
  * Makes an event due now: back to `created` if it was never attempted, else `retrying`. Its attempt
  * count is kept, so a replayed event gets one more attempt (the upstream semantics). Returns false
  * for an unknown event.
  */
 export async function retryEvent(db: Queryable, project: string, id: string): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE actions_event SET
-       state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
-       visible_at = now(), resolved_at = NULL, lease_until = NULL, failed_at = NULL, last_state_change = now()
-     WHERE id = $1 AND project = $2`,
-    [id, project],
-  )
+  const { rowCount } = await db.query(`${REOPEN} WHERE id = $1 AND project = $2`, [id, project])
   return rowCount === 1
 }
 
 /** Stops an event for good (`stopped`, resolved now); returns false for an unknown event. */
 export async function stopEvent(db: Queryable, project: string, id: string): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), lease_until = NULL, failed_at = NULL, last_state_change = now() WHERE id = $1 AND project = $2`,
-    [id, project],
-  )
+  const { rowCount } = await db.query(`${STOP} WHERE id = $1 AND project = $2`, [id, project])
   return rowCount === 1
 }
 
@@ -159,22 +157,13 @@ const bulkParams = (f: BulkFilter) => [f.project, f.target ?? null, f.state, f.s
  * retry makes it (state by attempt count, log and num_retries kept). Returns how many changed.
  */
 export async function retryEvents(db: Queryable, filter: BulkFilter): Promise<number> {
-  const { rowCount } = await db.query(
-    `UPDATE actions_event SET
-       state = CASE WHEN num_retries = 0 THEN 'created' ELSE 'retrying' END::actions_event_state,
-       visible_at = now(), resolved_at = NULL, lease_until = NULL, failed_at = NULL, last_state_change = now()
-     WHERE ${BULK_PICK}`,
-    bulkParams(filter),
-  )
+  const { rowCount } = await db.query(`${REOPEN} WHERE ${BULK_PICK}`, bulkParams(filter))
   return rowCount ?? 0
 }
 
 /** Bulk form of stopEvent, in one statement: every matching event becomes `stopped`. Returns how many changed. */
 export async function stopEvents(db: Queryable, filter: BulkFilter): Promise<number> {
-  const { rowCount } = await db.query(
-    `UPDATE actions_event SET state = 'stopped', resolved_at = now(), lease_until = NULL, failed_at = NULL, last_state_change = now() WHERE ${BULK_PICK}`,
-    bulkParams(filter),
-  )
+  const { rowCount } = await db.query(`${STOP} WHERE ${BULK_PICK}`, bulkParams(filter))
   return rowCount ?? 0
 }
 
