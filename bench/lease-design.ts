@@ -10,6 +10,7 @@
 import pg from 'pg'
 import { createCpuMeter } from './cpu.js'
 import { startPostgres } from './postgres.js'
+import { summary, table } from './stats.js'
 
 type Design = {
   name: string
@@ -172,22 +173,21 @@ try {
   await server.close()
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
 const head = ['design', 'per claim', 'in flight', 'events/s', 'PG µs/event', 'updates/event', 'HOT']
-const rows = cells.map(rs => {
+const rows = cells.flatMap(rs => {
   const c = rs[0]
   if (!c) return []
-  const m = (f: (c: Cell) => number) => median(rs.map(f))
+  const m = (f: (c: Cell) => number) => summary(rs.map(f)).median
   return [
-    c.design,
-    String(c.claimSize),
-    String(c.inFlight),
-    String(m(c => c.perSecond)),
-    String(m(c => c.pgMicros)),
-    m(c => c.updates).toFixed(2),
-    `${Math.round(m(c => c.hot) * 100)}%`,
+    [
+      c.design,
+      String(c.claimSize),
+      String(c.inFlight),
+      String(Math.round(m(c => c.perSecond))),
+      String(Math.round(m(c => c.pgMicros))),
+      m(c => c.updates).toFixed(2),
+      `${Math.round(m(c => c.hot) * 100)}%`,
+    ],
   ]
 })
-const widths = head.map((h, i) => Math.max(h.length, ...rows.map(r => (r[i] ?? '').length)))
-const line = (r: string[]) => '| ' + r.map((v, i) => (i === 0 ? v.padEnd(widths[i] ?? 0) : v.padStart(widths[i] ?? 0))).join(' | ') + ' |'
-console.log([line(head), '|' + widths.map(w => '-'.repeat(w + 2)).join('|') + '|', ...rows.map(line)].join('\n'))
+console.log(table(head, rows))
