@@ -100,13 +100,17 @@ export async function getSchemaAndVariables(
   return { stored, variables }
 }
 
-/** Validates (with the bounds of `opts`, see parseActionsSchema) and stores a new version of the project's actions schema; returns its version number. */
+/**
+ * Validates (with the bounds of `opts`, see parseActionsSchema) and stores a new version of the project's
+ * actions schema; returns its version number. Stored as `json` text (migration 018), so its keys keep the
+ * order they were written in: a target's headers and body template go out in that order.
+ */
 export async function storeSchema(db: Queryable, project: string, input: unknown, opts: SchemaParseOptions = {}): Promise<number> {
   assertNames('project name', [['project', project]])
   const schema = parseActionsSchema(input, opts)
   const { rows } = await db.query<{ version: number }>(
     `INSERT INTO actions_schema (project, version, schema)
-     SELECT $1, coalesce(max(version), 0) + 1, $2::jsonb FROM actions_schema WHERE project = $1
+     SELECT $1, coalesce(max(version), 0) + 1, $2::json FROM actions_schema WHERE project = $1
      RETURNING version`,
     [project, JSON.stringify(schema)],
   )

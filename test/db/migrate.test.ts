@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { DUE } from '../../lib/db/due.js'
 import { migrate } from '../../lib/db/migrate.js'
 import { releaseClaims } from '../../lib/db/release.js'
+import { getCurrentSchema, storeSchema } from '../../lib/db/schemas.js'
 import { freshDatabase, type TestDatabase } from '../helpers/db.js'
 import { useDatabase } from '../helpers/harness.js'
 
@@ -29,6 +30,7 @@ const MIGRATIONS = [
   '015_event_trace.sql',
   '016_key_index_unresolved.sql',
   '017_lease_outside_indexes.sql',
+  '018_schema_key_order.sql',
 ]
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
@@ -110,7 +112,7 @@ describe('migrations', () => {
         ).rows
       const stored = await snapshot()
 
-      expect(await migrate(empty.pool)).toEqual(['017_lease_outside_indexes.sql'])
+      expect(await migrate(empty.pool)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf('017_lease_outside_indexes.sql')))
       const after = await empty.pool.query<{ trigger: string; lease_until: string | null; failed: boolean; due: boolean }>(
         `SELECT trigger, lease_until::text, failed_at = resolved_at AS failed, ${DUE} AS due FROM actions_event ORDER BY seq`,
       )
@@ -145,6 +147,28 @@ describe('migrations', () => {
       expect((await empty.pool.query(`SELECT reloptions FROM pg_class WHERE relname = 'actions_event'`)).rows[0]).toEqual({
         reloptions: ['fillfactor=50'],
       })
+    })
+  })
+
+  it("018 stores schemas as written: stored versions keep jsonb's order, new ones keep the file's", async () => {
+    await atMigrationsBefore('018', async empty => {
+      const written = {
+        targets: { t: { type: 'webhook', name: 't', url: 'http://h/x', headers: { 'X-Long-Name': '1', B: '2' } } },
+        triggers: {},
+      }
+      await empty.pool.query(`INSERT INTO actions_schema (project, version, schema) VALUES ('p', 1, $1::jsonb)`, [JSON.stringify(written)])
+      const before = (await empty.pool.query<{ text: string }>(`SELECT schema::text AS text FROM actions_schema`)).rows[0]!.text
+      expect(await migrate(empty.pool)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf('018_schema_key_order.sql')))
+      const after = await empty.pool.query<{ text: string; type: string }>(
+        `SELECT schema::text AS text, pg_typeof(schema)::text AS type FROM actions_schema WHERE version = 1`,
+      )
+      // The stored version is the same document, in the order jsonb had left it (shorter keys first).
+      expect(after.rows[0]).toEqual({ text: before, type: 'json' })
+      expect(Object.keys(JSON.parse(before).targets.t.headers)).toEqual(['B', 'X-Long-Name'])
+      // Stored again, it keeps the order it was written in.
+      expect(await storeSchema(empty.pool, 'p', written)).toBe(2)
+      const stored = (await getCurrentSchema(empty.pool, 'p'))?.schema.targets.t
+      expect(stored?.type === 'webhook' && Object.keys(stored.headers ?? {})).toEqual(['X-Long-Name', 'B'])
     })
   })
 
