@@ -91,7 +91,9 @@ const stored = ({ res, redact }: Reading) => cleanText(res.body, STORED_RESPONSE
 function invalid(r: Reading, problem: string): Map<string, Outcome> {
   r.log.warn('Webhook target returned a malformed response', { target: r.target, status: r.res.status, events: r.eventIds })
   // The receiver answered 2xx: it works, and this answer rejects the batch.
-  return all(r, { ok: false, code: r.res.status, errorMessage: `Invalid response: ${problem}`, response: stored(r), kind: 'rejected' })
+  // The problem may quote the receiver's values (upstream's validator texts): stored bounded and redacted.
+  const errorMessage = cleanText(`Invalid response: ${problem}`, STORED_ERROR_BYTES, r.redact)
+  return all(r, { ok: false, code: r.res.status, errorMessage, response: stored(r), kind: 'rejected' })
 }
 
 /** A status outside 2xx fails the whole batch, with the kind its status says and a Retry-After where one counts. */
@@ -167,24 +169,45 @@ function reportedOutcomes(
 /**
  * Upstream's shape: exactly `{ failures: [{ eventId: string, error?: string }] }` at the top (no other
  * key); entries may carry other keys, which upstream ignores. Returns the errors by event id, or what
- * is wrong (in our words, quoting nothing of the body).
+ * is wrong in upstream's words (its validator's: `value at path /failures/0/eventId: must be string, 7
+ * given`, `value at root: extra property ok found`), checked in its order: `failures` whole first,
+ * then the keys beside it. The values quoted are the receiver's: the caller redacts and bounds the text.
  */
 function parseFailures(parsed: object): Map<string, Failure> | string {
-  if (Object.keys(parsed).some(k => k !== 'failures')) return 'unexpected property beside "failures"'
   const value: unknown = Reflect.get(parsed, 'failures')
-  if (!Array.isArray(value)) return '"failures" must be an array'
+  if (!Array.isArray(value)) return mustBe(['failures'], 'array', value)
   const out = new Map<string, Failure>()
   for (const [i, item] of value.entries()) {
-    if (typeof item !== 'object' || item === null) return `failures[${i}] must be an object`
+    if (typeof item !== 'object' || item === null) return mustBe(['failures', i], 'object', item)
     const eventId: unknown = Reflect.get(item, 'eventId')
     const error: unknown = Reflect.get(item, 'error')
-    if (typeof eventId !== 'string') return `failures[${i}].eventId must be a string`
-    if (error !== undefined && typeof error !== 'string') return `failures[${i}].error must be a string`
+    if (typeof eventId !== 'string') return mustBe(['failures', i, 'eventId'], 'string', eventId)
+    if (error !== undefined && typeof error !== 'string') return mustBe(['failures', i, 'error'], 'string', error)
     // Other keys are ignored, as upstream ignores them; `retry` is read only when it is a boolean.
     const retry: unknown = Reflect.get(item, 'retry')
     out.set(eventId, { error, retry: typeof retry === 'boolean' ? retry : undefined })
   }
+  const extra = Object.keys(parsed).find(k => k !== 'failures')
+  if (extra !== undefined) return `value at root: extra property ${extra} found`
   return out
+}
+
+/** Upstream's text for a value of the wrong type at `path`. */
+const mustBe = (path: ReadonlyArray<string | number>, expected: string, value: unknown) =>
+  `value at path /${path.join('/')}: must be ${expected}, ${given(value)} given`
+
+/**
+ * A receiver's value quoted as upstream quotes it: its JSON (`undefined` for a missing one). The value
+ * comes from a body of at most MAX_RESPONSE_BYTES, so its JSON is bounded too; the caller redacts the
+ * text (JSON-escaped secrets included) and cuts it. One nested too deeply to serialize is not quoted.
+ */
+function given(value: unknown): string {
+  try {
+    const text: unknown = JSON.stringify(value)
+    return typeof text === 'string' ? text : 'undefined'
+  } catch {
+    return 'a value nested too deeply to quote'
+  }
 }
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']

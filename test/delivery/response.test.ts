@@ -96,19 +96,57 @@ describe('interpreting a webhook response', () => {
   })
 
   it.each([
-    ['a key beside failures', '{"failures":[],"ok":true}'],
-    ['failures not an array', '{"failures":"e1"}'],
-    ['failures null', '{"failures":null}'],
-    ['an entry without eventId', '{"failures":[{"id":"e1"}]}'],
-    ['a numeric eventId', '{"failures":[{"eventId":1}]}'],
-    ['a non-string error', '{"failures":[{"eventId":"e1","error":5}]}'],
-    ['a null error', '{"failures":[{"eventId":"e1","error":null}]}'],
-    ['JSON that does not parse', '{"failures":[{"eventId":"e1"'],
-  ])('fails the whole batch with "Invalid response" on %s', (_, body) => {
+    ['a key beside failures', '{"failures":[],"ok":true}', 'value at root: extra property ok found'],
+    ['failures not an array', '{"failures":"e1"}', 'value at path /failures: must be array, "e1" given'],
+    ['failures null', '{"failures":null}', 'value at path /failures: must be array, null given'],
+    ['an entry that is not an object', '{"failures":["e1"]}', 'value at path /failures/0: must be object, "e1" given'],
+    ['an entry without eventId', '{"failures":[{"id":"e1"}]}', 'value at path /failures/0/eventId: must be string, undefined given'],
+    ['a numeric eventId', '{"failures":[{"eventId":"e1"},{"eventId":1}]}', 'value at path /failures/1/eventId: must be string, 1 given'],
+    [
+      'a non-string error',
+      '{"failures":[{"eventId":"e1","error":{"a":[5]}}]}',
+      'value at path /failures/0/error: must be string, {"a":[5]} given',
+    ],
+    ['a null error', '{"failures":[{"eventId":"e1","error":null}]}', 'value at path /failures/0/error: must be string, null given'],
+    // Upstream checks `failures` whole before the keys beside it.
+    ['a bad failures beside another key', '{"extra":1,"failures":5}', 'value at path /failures: must be array, 5 given'],
+    ['JSON that does not parse', '{"failures":[{"eventId":"e1"', 'body is not valid JSON'],
+  ])('fails the whole batch with upstream\'s "Invalid response: …" on %s', (_, body, problem) => {
     const { out, logs } = run(res(200, body))
     for (const id of ids)
-      expect(out[id]).toMatchObject({ ok: false, code: 200, errorMessage: expect.stringMatching(/^Invalid response: /), response: body })
+      expect(out[id]).toMatchObject({ ok: false, code: 200, errorMessage: `Invalid response: ${problem}`, response: body })
     expect(logs[0]).toMatchObject({ level: 'warn', msg: 'Webhook target returned a malformed response' })
+    // The log line names the problem's kind only: never a value the receiver sent.
+    expect(JSON.stringify(logs)).not.toContain('given')
+  })
+
+  it('redacts secrets in the values it quotes, JSON-escaped as quoted, keys too, and bounds the text', () => {
+    // A secret with a quote and a backslash: quoted, it is JSON-escaped.
+    const secret = 'se"cr\\et_42'
+    const body = JSON.stringify({ failures: [{ eventId: 'e1', error: { [secret]: secret, pad: 'z'.repeat(5000) } }] })
+    const { out } = run(res(200, body), redactor([secret]))
+    const o = out.e1
+    if (o?.ok !== false) throw new Error('expected a failure')
+    expect(
+      o.errorMessage.startsWith(
+        `Invalid response: value at path /failures/0/error: must be string, {"${REDACTED}":"${REDACTED}","pad":"zz`,
+      ),
+    ).toBe(true)
+    expect(Buffer.byteLength(o.errorMessage)).toBe(1024)
+    expect(o.errorMessage).not.toContain('cr\\')
+    expect(o.errorMessage).not.toContain('cr\\\\')
+  })
+
+  it('says so instead of quoting a value nested too deeply to serialize', () => {
+    const depth = 200_000
+    const body = `{"failures":[{"eventId":"e1","error":${'['.repeat(depth)}${']'.repeat(depth)}}]}`
+    // V8 parses this depth (its parser does not recurse) but cannot serialize it back.
+    expect(() => JSON.stringify(JSON.parse(body))).toThrow(RangeError)
+    const { out } = run(res(200, body))
+    expect(out.e1).toMatchObject({
+      ok: false,
+      errorMessage: 'Invalid response: value at path /failures/0/error: must be string, a value nested too deeply to quote given',
+    })
   })
 
   it('stores receiver text redacted and bounded, and logs only a short excerpt of the reason phrase', () => {

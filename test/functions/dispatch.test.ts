@@ -187,8 +187,8 @@ describe('the dispatch function', () => {
     expect(failed).toEqual([
       'Connection refused',
       'Internal Server Error',
-      'Invalid response: "failures" must be an array',
       'Invalid response: undefined events IDs: [redacted]',
+      'Invalid response: value at path /failures: must be array, "x" given',
       'Reported failed by the target',
       'Timeout after 200 ms',
       'Undefined variable nope',
