@@ -208,8 +208,11 @@ export const CLAIM = named<ClaimParams>()(
   -- one's snapshot is locked at its new version, which this statement cannot see: it is left out of
   -- the claim, still due, for the next one.
   WHERE e.ctid = ANY(ARRAY(SELECT row_at FROM picked)) AND e.ctid = p.row_at
+  -- last_state_change is the one the row had before this claim, as upstream's claim returns it (its
+  -- meta.lastStateChange: the creation on a first attempt, the last failure on a retry). A sub-select
+  -- reads it: the statement's snapshot still sees the row's old version at the ctid the scan locked.
   RETURNING e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.lease_until::text AS lease,
-  ${utcText('e.created_at')} AS created_at, ${utcText('e.last_state_change')} AS last_state_change, e.payload::text AS payload,
+  ${utcText('e.created_at')} AS created_at, (SELECT ${utcText('o.last_state_change')} FROM actions_event o WHERE o.ctid = p.row_at) AS last_state_change, e.payload::text AS payload,
   e.traceparent, e.tracestate, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`,
 )
 /** {@link CLAIM}'s text (bench/profile.ts tells statements apart by it). */
