@@ -64,27 +64,39 @@ export function addressTarget(
 }
 
 /**
- * Upstream's headers, one line per name whatever case it was written in (names sent lower-case, as
- * fetch sends them): `User-Agent: Contember Actions`, and what upstream's fetch adds, `Accept` (any
- * type) and `Accept-Encoding` (`br` only over https, as fetch offers it), each unless the target sets
- * its own; the target's headers (two spellings of one name are joined with `, `, as fetch joins them);
- * and `Content-Type: application/json` always.
+ * The request's headers in upstream's case and order, as its `fetch` put them on the wire (checked
+ * against a raw receiver's header lines, test/compat/wire.test.ts): `User-Agent: Contember Actions`;
+ * the target's headers in the order the schema declares them, each name as written (two spellings of
+ * one name are one line, under the first, values joined with `, ` as fetch joins them); then
+ * `Content-type: application/json`; then what fetch adds, `accept` (any type) and `accept-encoding`
+ * (`br` only over https, as fetch offers it), each unless the target sets its own. Differences, on
+ * purpose (docs/compatibility.md): a target's own User-Agent replaces ours in any case (fetch joins a
+ * differently spelled one to it), and its Content-Type is dropped (fetch joins or keeps it at its
+ * place). Undici writes the names as given and in this order, after `host` and `connection` and
+ * before `content-length`; the object is built once per target, so a request pays nothing for it.
  */
 function requestHeaders(targetHeaders: ReadonlyArray<readonly [string, string]>, https: boolean): Record<string, string> {
-  const out = new Map<string, string>([
-    ['user-agent', USER_AGENT],
-    ['accept', '*/*'],
-    ['accept-encoding', https ? 'br, gzip, deflate' : 'gzip, deflate'],
-  ])
-  const own = new Set<string>()
+  const lines = new Map<string, [string, string]>([['user-agent', ['User-Agent', USER_AGENT]]])
   for (const [name, value] of targetHeaders) {
     const key = name.toLowerCase()
-    const prev = out.get(key)
-    out.set(key, own.has(key) && prev !== undefined ? `${prev}, ${value}` : value)
-    own.add(key)
+    if (key === 'content-type') continue
+    const prev = lines.get(key)
+    if (key === 'user-agent' || prev === undefined) lines.set(key, [prev?.[0] ?? name, value])
+    else prev[1] = `${prev[1]}, ${value}`
   }
-  out.set('content-type', 'application/json')
-  return Object.fromEntries(out)
+  lines.set('content-type', ['Content-type', 'application/json'])
+  if (!lines.has('accept')) lines.set('accept', ['accept', '*/*'])
+  if (!lines.has('accept-encoding')) lines.set('accept-encoding', ['accept-encoding', https ? 'br, gzip, deflate' : 'gzip, deflate'])
+  return Object.fromEntries(lines.values())
+}
+
+/**
+ * The trace headers go where upstream puts them: right after `User-Agent`, before the target's own
+ * (only when tracing to webhooks is on; the target's own traceparent wins, lib/tracing/context.ts).
+ */
+function withTrace(headers: Readonly<Record<string, string>>, trace: Record<string, string>): Record<string, string> {
+  const [first, ...rest] = Object.entries(headers)
+  return Object.fromEntries(first ? [first, ...Object.entries(trace), ...rest] : Object.entries(trace))
 }
 
 /** A target as one delivery needs it: its options, its address, and its timeout with the default applied. */
@@ -161,7 +173,7 @@ async function exchange(
       method: 'POST',
       // Signed per attempt: the timestamp is this attempt's, and the signature covers the exact body bytes
       // (trace headers, like every header, are not signed).
-      headers: withSignature(trace ? { ...address.headers, ...trace } : address.headers, address.signingKeys, ids, body),
+      headers: withSignature(trace ? withTrace(address.headers, trace) : address.headers, address.signingKeys, ids, body),
       body,
       signal: abort.signal,
     })

@@ -51,8 +51,8 @@ export function webhookTraceHeaders(
   targetHeaders: Readonly<Record<string, string>>,
   events: ReadonlyArray<{ tracestate?: string | null }>,
 ): Record<string, string> {
-  // The address's headers are lower-cased (lib/delivery/webhook.ts requestHeaders): any spelling counts.
-  if (Object.hasOwn(targetHeaders, 'traceparent')) return {}
+  // The address's headers keep the schema's spelling (lib/delivery/webhook.ts requestHeaders): any spelling counts.
+  for (const name of Object.keys(targetHeaders)) if (name.toLowerCase() === 'traceparent') return {}
   const own = carrierOf(span)
   if (!own || !trace.isSpanContextValid(span.spanContext())) return {}
   const tracestate = events.find(e => e.tracestate)?.tracestate

@@ -2,6 +2,7 @@
 // (request bodies, header lines, variables, response classification), run through the real dispatch
 // path against a recording receiver on 127.0.0.1.
 import type { ServerResponse } from 'node:http'
+import { createServer as createNetServer, type AddressInfo } from 'node:net'
 import { beforeEach, describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'
 import { setVariables } from '../../lib/db/variables.js'
@@ -151,6 +152,123 @@ describe('headers', () => {
   })
 })
 
+describe('headers on the wire, as upstream sends them', () => {
+  // Declared in an order jsonb would re-sort (it puts shorter keys first): the wire must keep this one.
+  const declared = { 'X-Custom-Header': 'custom', Authorization: 'Bearer abc', 'X-A': 'a' }
+
+  it("sends upstream's case and order: host, connection, User-Agent, the target's headers as declared, Content-type, accept, accept-encoding, content-length", async () => {
+    await deliverOnce({ headers: declared })
+    const lines = rawHeaders[0] ?? []
+    expect(lines.map(([name]) => name)).toEqual([
+      'host',
+      'connection',
+      'User-Agent',
+      'X-Custom-Header',
+      'Authorization',
+      'X-A',
+      'Content-type',
+      'accept',
+      'accept-encoding',
+      'content-length',
+    ])
+    expect(lines.slice(2, 9)).toEqual([
+      ['User-Agent', 'Contember Actions'],
+      ['X-Custom-Header', 'custom'],
+      ['Authorization', 'Bearer abc'],
+      ['X-A', 'a'],
+      ['Content-type', 'application/json'],
+      ['accept', '*/*'],
+      ['accept-encoding', 'gzip, deflate'],
+    ])
+  })
+
+  it('puts the same bytes on a raw socket: names as written, in that order', async () => {
+    const heads: string[] = []
+    const server = createNetServer(socket => {
+      let text = ''
+      socket.on('data', chunk => {
+        text += chunk.toString('latin1')
+        const end = text.indexOf('\r\n\r\n')
+        if (end < 0) return
+        heads.push(text.slice(0, end))
+        socket.end('HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n')
+      })
+    })
+    await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = server.address() as AddressInfo
+      await schemaFor(env.deps, env.project, { t: { url: `http://127.0.0.1:${port}/raw`, headers: declared } })
+      await enqueueMany(env.deps, env.project, 'to_t', 1)
+      await drainProject(env.deps, env.project, FOREVER)
+    } finally {
+      await new Promise(resolve => server.close(resolve))
+    }
+    const [requestLine, ...lines] = (heads[0] ?? '').split('\r\n')
+    expect(requestLine).toBe('POST /raw HTTP/1.1')
+    expect(lines.slice(2, 9)).toEqual([
+      'User-Agent: Contember Actions',
+      'X-Custom-Header: custom',
+      'Authorization: Bearer abc',
+      'X-A: a',
+      'Content-type: application/json',
+      'accept: */*',
+      'accept-encoding: gzip, deflate',
+    ])
+  })
+
+  it("keeps a target's own User-Agent in User-Agent's place and drops its Content-Type for ours, last", async () => {
+    await deliverOnce({ headers: { 'X-B': 'b', 'user-agent': 'mine/1', 'content-type': 'text/plain', Accept: 'application/json' } })
+    expect((rawHeaders[0] ?? []).slice(2, -1)).toEqual([
+      ['User-Agent', 'mine/1'],
+      ['X-B', 'b'],
+      ['Accept', 'application/json'],
+      ['Content-type', 'application/json'],
+      ['accept-encoding', 'gzip, deflate'],
+    ])
+  })
+
+  it('joins two spellings of one name under the first, in its place, as fetch joins them', async () => {
+    await deliverOnce({ headers: { 'X-Tag': 'a', 'X-Other': 'o', 'x-tag': 'b' } })
+    expect((rawHeaders[0] ?? []).slice(3, 5)).toEqual([
+      ['X-Tag', 'a, b'],
+      ['X-Other', 'o'],
+    ])
+  })
+
+  it('keeps the body template in the order the schema wrote it, the events last where payloadPath leads', async () => {
+    await deliverOnce({ body: { source: 'cms', nested: { z: 1, a: { y: 2, b: 3 } } }, payloadPath: ['nested'] })
+    const raw = env.rx.requests[0]?.raw ?? ''
+    expect(raw.startsWith('{"source":"cms","nested":{"z":1,"a":{"y":2,"b":3},"events":[{"meta":{')).toBe(true)
+  })
+})
+
+describe('meta.lastStateChange', () => {
+  it("is the event's previous state change: its creation on the first attempt, its last failure on a retry", async () => {
+    answer((_, res) => {
+      res.statusCode = 500
+      res.end()
+    })
+    const [id] = await deliverOnce({})
+    const failed = await env.deps.db.query<{ created: Date; changed: Date }>(
+      'SELECT created_at AS created, last_state_change AS changed FROM actions_event WHERE id = $1',
+      [id],
+    )
+    const { created, changed } = failed.rows[0]!
+    // Due again now; the failure's change stays what the claim finds.
+    await env.deps.db.query('UPDATE actions_event SET visible_at = now() WHERE id = $1', [id])
+    answer((_, res) => {
+      res.end()
+    })
+    await drainProject(env.deps, env.project, FOREVER)
+    const metas = env.rx.requests.map(r => r.body.events[0].meta)
+    expect(metas.map(m => [m.numRetries, m.createdAt, m.lastStateChange])).toEqual([
+      [0, created.toISOString(), created.toISOString()],
+      [1, created.toISOString(), changed.toISOString()],
+    ])
+    expect(changed.getTime()).toBeGreaterThan(created.getTime())
+  })
+})
+
 describe('variables', () => {
   it('substitutes {{NAME}} in the URL and header values, and leaves {{ NAME }}, {{a.b}} and {{a-b}} as text', async () => {
     await setVariables(env.deps.db, env.project, { PATH: 'hooks', TOKEN: 'tok_123456', 'a.b': 'x', 'a-b': 'y' }, 'set')
@@ -286,6 +404,15 @@ describe('response classification', () => {
         response: expect.any(String),
       })
     }
+  })
+
+  it.each<[string, string, string]>([
+    ['a key beside failures', '{"failures":[],"ok":true}', 'value at root: extra property ok found'],
+    ['failures that is not an array', '{"failures":{}}', 'value at path /failures: must be array, {} given'],
+    ['an entry without eventId', '{"failures":[{"error":"x"}]}', 'value at path /failures/0/eventId: must be string, undefined given'],
+  ])("keeps upstream's text for %s", async (_, body, problem) => {
+    for (const row of await classify(reply(200, body, 'application/json')))
+      expect(row?.log[0]).toMatchObject({ errorMessage: `Invalid response: ${problem}`, response: body })
   })
 
   it("keeps upstream's text for ids outside the batch", async () => {

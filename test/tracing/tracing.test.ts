@@ -192,7 +192,9 @@ describe('trace context to receivers (TRACES_TO_WEBHOOKS)', () => {
     const secret = generateSecret()
     await setVariables(t.env.deps.db, t.project, { SIGNING: secret }, 'set')
     let verified = false
+    let names: string[] = []
     t.rx.respond((req, res) => {
+      names = res.req.rawHeaders
       const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]))
       new Webhook(secret).verify(req.raw, headers)
       verified = true
@@ -204,6 +206,8 @@ describe('trace context to receivers (TRACES_TO_WEBHOOKS)', () => {
     const [hook] = named(await t.otlp.waitFor(allThree), 'webhook')
     expect(t.rx.requests[0]?.headers['traceparent']).toBe(`00-${hook?.traceId}-${hook?.spanId}-01`)
     expect(t.rx.requests[0]?.headers['tracestate']).toBe('vendor=abc')
+    // Where upstream puts them: right after User-Agent, before the target's headers and Content-type.
+    expect(names.filter((_, i) => i % 2 === 0).slice(2, 5)).toEqual(['User-Agent', 'traceparent', 'tracestate'])
     expect(verified).toBe(true)
   })
 
