@@ -224,7 +224,7 @@ async function endProcess(child: ChildProcess): Promise<void> {
 }
 
 /** POSTs a GraphQL request with the root token; throws on a non-2xx answer or GraphQL errors. */
-async function graphql<T>(url: string, token: string, query: string, variables?: Record<string, unknown>): Promise<T> {
+async function postGraphql<T>(url: string, token: string, query: string, variables?: Record<string, unknown>): Promise<T> {
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
@@ -332,15 +332,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   }
   const url = `http://127.0.0.1:${port}`
   const call = <T>(path: string, query: string, variables?: Record<string, unknown>) =>
-    graphql<T>(
-      `
-        ${url}
-        ${path}
-      `,
-      rootToken,
-      query,
-      variables,
-    )
+    postGraphql<T>(`${url}${path}`, rootToken, query, variables)
 
   const createProject = async (targets: { hook_a: EngineTarget; hook_b: EngineTarget }): Promise<EngineProject> => {
     const slug = uniqueName('ctmproj')
