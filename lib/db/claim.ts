@@ -134,7 +134,9 @@ export const CLAIM = named<ClaimParams>()(
     -- lost: claimed before and its lease ran out with no record. The attempt may have reached the
     -- receiver, so it counts (below): a delivery that kills its dispatcher, or whose record cannot be
     -- written, ends after maxAttempts like any other failure instead of being sent again forever.
-    SELECT ctid AS row_at, id, project, target, priority, visible_at, seq, num_retries, batch_cap, state = 'processing' AS lost, octet_length(payload::text) AS bytes
+    SELECT ctid AS row_at, id, project, target, priority, visible_at, seq, num_retries, batch_cap, state = 'processing' AS lost, octet_length(payload::text) AS bytes,
+           -- The change before this claim: upstream's meta.lastStateChange (RETURNING, below).
+           last_state_change AS changed
     FROM actions_event
     WHERE project = $project AND ${DUE}
       AND target <> ALL($waiting::text[])
@@ -151,7 +153,7 @@ export const CLAIM = named<ClaimParams>()(
   ranked AS (
     -- spent: a lost attempt that was the event's last; it fails here, like an event of an unknown target.
     -- size: the batch the event may travel in, the target's batchSize or less after a split (batch_cap).
-    SELECT row_at, id, project, target, bytes, lost, batch_size, lease_ms, max_batches, spent, size,
+    SELECT row_at, id, project, target, bytes, lost, changed, batch_size, lease_ms, max_batches, spent, size,
            -- A probe is one batch: the one holding the target's most urgent event (its size group).
            first_value(size) OVER (PARTITION BY target ORDER BY priority DESC, visible_at, seq) AS lead_size,
            row_number() OVER (ORDER BY priority DESC, visible_at, seq) AS pos,
@@ -166,12 +168,12 @@ export const CLAIM = named<ClaimParams>()(
   -- for 128 rows). Each row carries its batch's first position (the batch's place in claim order), the
   -- batch's ordinal and the running byte total of all batches up to and including its own.
   grouped AS (
-    SELECT row_at, id, project, pos, bytes, lost, lease_ms, min(pos) OVER (PARTITION BY target, size, chunk) AS first_pos
+    SELECT row_at, id, project, pos, bytes, lost, changed, lease_ms, min(pos) OVER (PARTITION BY target, size, chunk) AS first_pos
     FROM ranked WHERE batch_size IS NOT NULL AND NOT spent AND chunk < max_batches
       AND ((chunk = 0 AND size = lead_size) OR target NOT IN (SELECT target FROM probing))
   ),
   ordered AS (
-    SELECT row_at, id, project, pos, bytes, lost, lease_ms, first_pos,
+    SELECT row_at, id, project, pos, bytes, lost, changed, lease_ms, first_pos,
            dense_rank() OVER (ORDER BY first_pos) AS n,
            -- RANGE framing (the default with ORDER BY) counts a batch's rows as peers: the whole batch at once.
            sum(bytes) OVER (ORDER BY first_pos) AS running_bytes
@@ -179,9 +181,9 @@ export const CLAIM = named<ClaimParams>()(
   ),
   picked AS (
     -- At most $max_batches batches, while their running byte total stays within the budget (or among the first $take_anyway).
-    SELECT row_at, id, project, pos, bytes, lost, lease_ms, first_pos, NULL::text AS gave_up FROM ordered WHERE n <= $max_batches AND (running_bytes <= $budget_bytes OR n <= $take_anyway)
+    SELECT row_at, id, project, pos, bytes, lost, changed, lease_ms, first_pos, NULL::text AS gave_up FROM ordered WHERE n <= $max_batches AND (running_bytes <= $budget_bytes OR n <= $take_anyway)
     UNION ALL
-    SELECT row_at, id, project, pos, bytes, lost, NULL, NULL, CASE WHEN batch_size IS NULL THEN 'unknown' ELSE 'spent' END FROM ranked WHERE batch_size IS NULL OR spent
+    SELECT row_at, id, project, pos, bytes, lost, changed, NULL, NULL, CASE WHEN batch_size IS NULL THEN 'unknown' ELSE 'spent' END FROM ranked WHERE batch_size IS NULL OR spent
   )
   UPDATE actions_event e SET
     state = CASE WHEN p.first_pos IS NULL THEN 'failed' ELSE 'processing' END::actions_event_state,
@@ -208,11 +210,10 @@ export const CLAIM = named<ClaimParams>()(
   -- one's snapshot is locked at its new version, which this statement cannot see: it is left out of
   -- the claim, still due, for the next one.
   WHERE e.ctid = ANY(ARRAY(SELECT row_at FROM picked)) AND e.ctid = p.row_at
-  -- last_state_change is the one the row had before this claim, as upstream's claim returns it (its
-  -- meta.lastStateChange: the creation on a first attempt, the last failure on a retry). A sub-select
-  -- reads it: the statement's snapshot still sees the row's old version at the ctid the scan locked.
+  -- last_state_change is the one the row had before this claim (p.changed), as upstream's claim returns
+  -- it: its meta.lastStateChange, the creation on a first attempt, the last failure on a retry.
   RETURNING e.id, e.transaction_id, e.num_retries, e.target, e.trigger, e.identity_id, e.ip_address, e.user_agent, e.lease_until::text AS lease,
-  ${utcText('e.created_at')} AS created_at, (SELECT ${utcText('o.last_state_change')} FROM actions_event o WHERE o.ctid = p.row_at) AS last_state_change, e.payload::text AS payload,
+  ${utcText('e.created_at')} AS created_at, ${utcText('p.changed')} AS last_state_change, e.payload::text AS payload,
   e.traceparent, e.tracestate, p.first_pos, p.pos, p.bytes, p.lost, p.gave_up`,
 )
 /** {@link CLAIM}'s text (bench/profile.ts tells statements apart by it). */
