@@ -77,6 +77,10 @@ describe.skipIf(!haveEngine())("Actions on the wire against the engine's own dis
     await engine?.stop()
   })
 
+  let mutationDone = () => {}
+  const mutated = new Promise<void>(resolve => {
+    mutationDone = resolve
+  })
   const inFlight = { engine: 0, actions: 0 }
   const most = { engine: 0, actions: 0 }
   /** Records every request and answers it after ANSWER_DELAY_MS, counting each side's requests in flight. */
@@ -87,11 +91,15 @@ describe.skipIf(!haveEngine())("Actions on the wire against the engine's own dis
       seen.push({ side, target, at: Date.now(), lines: headerLines(res), raw: req.raw })
       most[side] = Math.max(most[side], ++inFlight[side])
       const answer = target === 'hook_a' ? ANSWERS[count[side]++] : undefined
-      setTimeout(() => {
-        inFlight[side]--
-        if (answer) answer(req.body.nested?.events ?? [], res)
-        else res.end()
-      }, ANSWER_DELAY_MS)
+      // The engine's first requests (hook_b's, higher priority) wait for the whole mutation, so its
+      // hook_a batch holds both articles however its commits and claims interleave.
+      void (target === 'hook_b' ? mutated : Promise.resolve()).then(() =>
+        setTimeout(() => {
+          inFlight[side]--
+          if (answer) answer(req.body.nested?.events ?? [], res)
+          else res.end()
+        }, ANSWER_DELAY_MS),
+      )
     })
   }
 
@@ -119,6 +127,7 @@ describe.skipIf(!haveEngine())("Actions on the wire against the engine's own dis
         b: createArticle(data: { title: "Two", author: { create: { name: "Bob" } } }) { ok }
       }`,
     )
+    mutationDone()
     const engineRows = await waitFor(async () => {
       const rows = await project.outbox()
       return rows.length === 4 && rows.every(r => r.state === 'succeed' || r.state === 'failed') ? rows : undefined
@@ -213,7 +222,8 @@ async function waitFor<T>(probe: () => Promise<T | undefined>): Promise<T> {
  * A request as both sides must agree on it: its header lines, and its body's exact text (without
  * `ours`, text only this side sends, which `content-length` then does not count either) with each event's times replaced by what they mean:
  * `createdAt` as its own placeholder, `lastStateChange` as "the creation" or "the previous failure"
- * (recorded right after the previous request's answer, before the retry became due), and the gap
+ * (recorded after the previous request's answer and before the retry's interval ran: a claim's own
+ * time would come after it), and the gap
  * since the previous request as "the retry interval" when it is at least the interval the attempt
  * count asks for.
  */
@@ -228,7 +238,7 @@ function wireView(r: Seen, all: Seen[], ours = '') {
     const meaning =
       meta.lastStateChange === meta.createdAt
         ? 'the creation'
-        : previous && changed >= previous.at - 5 && changed < previous.at + INTERVAL_MS / 2
+        : previous && changed >= previous.at - 5 && changed < previous.at + INTERVAL_MS
           ? 'the previous failure'
           : `something else (${meta.lastStateChange})`
     return { numRetries: meta.numRetries, lastStateChange: meaning }
