@@ -31,6 +31,7 @@ const MIGRATIONS = [
   '016_key_index_unresolved.sql',
   '017_lease_outside_indexes.sql',
   '018_schema_key_order.sql',
+  '019_relay_refused.sql',
 ]
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
@@ -43,7 +44,7 @@ async function atMigrationsBefore(first: string, body: (empty: TestDatabase) => 
     const earlier = (await readdir(MIGRATIONS_DIR)).filter(f => f < first)
     for (const f of earlier) await copyFile(join(MIGRATIONS_DIR, f), join(before, f))
     await empty.pool.query(
-      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_relay_refused, actions_migration; DROP TYPE actions_event_state',
     )
     expect(await migrate(empty.pool, `${before}/`)).toHaveLength(earlier.length)
     await body(empty)
@@ -71,7 +72,7 @@ describe('migrations', () => {
     const empty = await freshDatabase()
     try {
       await empty.pool.query(
-        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_relay_refused, actions_migration; DROP TYPE actions_event_state',
       )
       expect(await migrate(empty.pool)).toEqual(MIGRATIONS)
       expect(await migrate(empty.pool)).toEqual([])
