@@ -2,8 +2,8 @@ import { z } from 'zod'
 import { eventDetailJson, listedEventJson } from '../admin/shapes.js'
 import { eventProject, getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../events.js'
-import { fetchVariables } from '../db/variables.js'
-import { redactor, type Redactor } from '../text.js'
+import { shownRedaction } from '../operate/shown.js'
+import type { Redactor } from '../text.js'
 import { BULK_OPTIONS, BULK_USAGE, bulkCommand } from './bulk.js'
 import { printDocument, printLines } from './json.js'
 import { parseCommand, UsageError, type EventsContext, type Io } from './usage.js'
@@ -75,10 +75,12 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
 
 /** Prints one listing of a project's events, receiver text redacted and cut to one line each. */
 async function list(ctx: EventsContext, project: string, listing: Listing, limit: number, io: Io): Promise<number> {
-  const secrets = [...(await fetchVariables(ctx.pool, project)).values()]
-  // Fetched past the shown part by the longest redacted form of a value, so no secret is cut in half.
-  const rows = await listEvents(ctx.pool, project, listing, limit, LISTED_ERROR_CHARS + redactionReach(secrets))
-  const redact = redactor(secrets)
+  const shownWith = await shownRedaction(ctx.pool, project)
+  // Fetched past the shown part by the longest redacted form of a secret, so no secret is cut in half;
+  // a text that long may be a prefix of the stored one, and the redaction then stops before its end.
+  const errorChars = LISTED_ERROR_CHARS + shownWith.reach
+  const rows = await listEvents(ctx.pool, project, listing, limit, errorChars)
+  const redact: Redactor = text => shownWith.redact(text, { prefix: Array.from(text).length >= errorChars })
   if (io.json) {
     // The same start of the error as the line form: redacted first, then cut, so no secret is cut in half.
     printLines(
@@ -96,7 +98,7 @@ async function list(ctx: EventsContext, project: string, listing: Listing, limit
 async function show(ctx: EventsContext, id: string, given: string | undefined, io: Io): Promise<number> {
   const row = await getEvent(ctx.pool, await projectOf(ctx, id, given), id)
   if (!row) throw new Error(`no event ${id}`)
-  const redact = redactor((await fetchVariables(ctx.pool, row.project)).values())
+  const { redact } = await shownRedaction(ctx.pool, row.project)
   // --json prints the API's shape (GET …/events/:id): the whole stored log, redacted.
   if (io.json) printDocument(io, eventDetailJson(row, redact))
   else io.out(JSON.stringify(shown(row, redact), null, 2))
@@ -137,16 +139,8 @@ function uuid(id: string): string {
   return id
 }
 
-/**
- * Characters a redacted form of one of `values` may span: the URL-encoded form of a character takes
- * up to 9 (`%E2%82%AC`), more than its JSON escape (6, `\u0000`), so 9 per UTF-16 unit bounds both.
- */
-function redactionReach(values: readonly string[]): number {
-  return 9 * values.reduce((longest, v) => Math.max(longest, v.length), 0)
-}
-
-// Stored text is shown with the project's current variables redacted (DESIGN §4): a value stored
-// before redaction existed, or a variable added since, is never printed.
+// Stored text is shown with the project's current secrets redacted (lib/operate/shown.ts): a value
+// stored before redaction existed, or a variable added since, is never printed.
 function summary(r: ListedEvent, redact: Redactor): string {
   const fetched = r.last_error ?? ''
   const points = Array.from(redact(fetched))

@@ -3,7 +3,8 @@
 import { getEvent, pageEvents, retryEvent, stopEvent, type Listing } from '../../db/operator.js'
 import { fetchVariables } from '../../db/variables.js'
 import type { EventRow } from '../../events.js'
-import { redactor, REDACTED, type Redactor } from '../../text.js'
+import { shownRedaction } from '../../operate/shown.js'
+import { REDACTED, type Redactor } from '../../text.js'
 import { attemptJson } from '../shapes.js'
 import { requireAccess, seesValues, type Action, type GraphqlContext, type Resolver } from './access.js'
 import { eventArgs, parseArgs, uuidArg } from './inputs.js'
@@ -30,8 +31,8 @@ function eventOut(row: EventRow, redact: Redactor) {
   }
 }
 
-/** The redactor of the project's current variables (DESIGN §4: stored text is shown redacted, as the CLI shows it). */
-const projectRedactor = async (ctx: GraphqlContext) => redactor((await fetchVariables(ctx.deps.db, ctx.project)).values())
+/** The redactor of the project's current secrets: stored text is shown redacted, as REST and the CLI show it. */
+const projectRedactor = async (ctx: GraphqlContext) => (await shownRedaction(ctx.deps.db, ctx.project)).redact
 
 function listing(which: Listing): Resolver {
   return async (args, ctx) => {

@@ -3,9 +3,8 @@
 import { z } from 'zod'
 import { listEventPage, type EventCursor } from '../../db/admin-events.js'
 import { getEvent, retryEvent, stopEvent } from '../../db/operator.js'
-import { fetchVariables } from '../../db/variables.js'
 import { enqueue } from '../../enqueue.js'
-import { redactor, type Redactor } from '../../text.js'
+import { shownRedaction } from '../../operate/shown.js'
 import { eventDetailJson, eventJson } from '../shapes.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
 import { nameSchema, notFound, param, projectOf, queryOf, signal, stateSchema, timeSchema, validated } from './common.js'
@@ -48,14 +47,6 @@ export function decodeCursor(text: string): EventCursor {
   return { changeUs: BigInt(us), id }
 }
 
-/** The project's variables as a redactor, for receiver text (DESIGN §4); the values go nowhere else. */
-async function projectRedactor(ctx: RouteContext, project: string): Promise<{ redact: Redactor; reach: number }> {
-  const values = [...(await fetchVariables(ctx.deps.db, project)).values()]
-  // A redacted form spans up to 9 characters per UTF-16 unit (URL-encoding): fetch that far past the shown part.
-  const reach = 9 * values.reduce((longest, v) => Math.max(longest, v.length), 0)
-  return { redact: redactor(values), reach }
-}
-
 const cut = (text: string, max: number) => Array.from(text).slice(0, max).join('')
 
 async function listEvents(ctx: RouteContext) {
@@ -63,12 +54,16 @@ async function listEvents(ctx: RouteContext) {
   const q = queryOf(ctx, listQuery)
   if (q.since && q.until && q.since >= q.until) throw new ProblemError(400, 'Bad request', 'since must be before until')
   const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
-  const { redact, reach } = await projectRedactor(ctx, project)
-  const page = await listEventPage(ctx.deps.db, { project, ...q, after, errorChars: LISTED_ERROR_CHARS + reach })
+  const { redact, reach } = await shownRedaction(ctx.deps.db, project)
+  // Fetched past the shown part by the longest redacted form, so no secret is cut in half; a text
+  // that long may be a prefix of the stored one, and the redaction then stops before its end.
+  const errorChars = LISTED_ERROR_CHARS + reach
+  const page = await listEventPage(ctx.deps.db, { project, ...q, after, errorChars })
+  const shown = (text: string) => cut(redact(text, { prefix: Array.from(text).length >= errorChars }), LISTED_ERROR_CHARS)
   return {
     status: 200,
     body: {
-      events: page.events.map(row => eventJson(row, text => cut(redact(text), LISTED_ERROR_CHARS))),
+      events: page.events.map(row => eventJson(row, shown)),
       nextCursor: page.next ? encodeCursor(page.next) : null,
     },
   }
@@ -79,7 +74,7 @@ async function showEvent(ctx: RouteContext) {
   const id = param(ctx, 'id', eventId)
   const row = await getEvent(ctx.deps.db, project, id)
   if (!row) throw notFound(`no event ${id} in this project`)
-  return { status: 200, body: eventDetailJson(row, (await projectRedactor(ctx, project)).redact) }
+  return { status: 200, body: eventDetailJson(row, (await shownRedaction(ctx.deps.db, project)).redact) }
 }
 
 /** The enqueue contract; the path names the project, and a body naming another one is refused. */
