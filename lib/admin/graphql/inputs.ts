@@ -35,8 +35,17 @@ export const eventArgs = z
   })
   .transform(a => a.args)
 
-/** event / retryEvent / stopEvent: `id: UUID!`. */
+/** event / stopEvent: `id: UUID!`. */
 export const uuidArg = z.object({ id: z.uuid() })
+
+/** retryEvent: `id: UUID!` and `force` (an extension: also a delivered or stopped event), false when not given. */
+export const retryArgs = z.object({
+  id: z.uuid(),
+  force: z
+    .boolean()
+    .nullish()
+    .transform(f => f ?? false),
+})
 
 /** Names the templates can substitute (docs/delivery.md), as the CLI's `variables set` accepts them. */
 const VARIABLE_NAME = /^[A-Za-z0-9_]+$/

@@ -2,12 +2,14 @@
 // (the enqueue contract) and POST …/events/:id/retry|stop.
 import { z } from 'zod'
 import { listEventPage, type EventCursor } from '../../db/admin-events.js'
-import { getEvent, retryEvent, stopEvent } from '../../db/operator.js'
+import { getEvent } from '../../db/operator.js'
 import { enqueue } from '../../enqueue.js'
+import { retryOne } from '../../operate/retry.js'
 import { shownRedaction } from '../../operate/shown.js'
+import { stopOne } from '../../operate/stop.js'
 import { eventDetailJson, eventJson } from '../shapes.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
-import { nameSchema, notFound, param, projectOf, queryOf, signal, stateSchema, timeSchema, validated } from './common.js'
+import { conflict, nameSchema, notFound, param, projectOf, queryOf, reportSignal, stateSchema, timeSchema, validated } from './common.js'
 
 /** A page holds at most this many events: one answer stays a few hundred KB whatever the filter. */
 export const MAX_PAGE_EVENTS = 1000
@@ -90,14 +92,30 @@ async function enqueueEvents(ctx: RouteContext) {
   return { status: 200, body: result }
 }
 
-/** POST …/events/:id/retry or stop; a retry then sends the project's one signal. */
-const single = (action: 'retry' | 'stop') => async (ctx: RouteContext) => {
+/** The body of POST …/events/:id/retry, optional: `force` retries a delivered or stopped event too. */
+export const retryBody = z
+  .object({
+    force: z.boolean().default(false).describe('Also retry an event in state succeed or stopped (delivering it again).'),
+  })
+  .strict()
+
+/** POST …/events/:id/retry: the rule is lib/operate/retry.ts's; a refusal is a 409 saying why. */
+async function retry(ctx: RouteContext) {
   const project = projectOf(ctx)
   const id = param(ctx, 'id', eventId)
-  const changed = action === 'retry' ? await retryEvent(ctx.deps.db, project, id) : await stopEvent(ctx.deps.db, project, id)
-  if (!changed) throw notFound(`no event ${id} in this project`)
-  const signalled = action === 'retry' ? await signal(ctx, project, 'retry') : false
-  return { status: 200, body: { id, action, signalled } }
+  const { force } = retryBody.parse(ctx.body ?? {})
+  const result = await retryOne({ db: ctx.deps.db, signals: ctx.deps.signals }, { project, id, force })
+  if (!result.ok) throw result.found ? conflict(result.reason) : notFound(`no event ${id} in this project`)
+  return { status: 200, body: { id, action: 'retry', signalled: reportSignal(ctx, project, 'retry', result.signal) } }
+}
+
+/** POST …/events/:id/stop: the rule is lib/operate/stop.ts's; a refusal is a 409 saying why. */
+async function stop(ctx: RouteContext) {
+  const project = projectOf(ctx)
+  const id = param(ctx, 'id', eventId)
+  const result = await stopOne({ db: ctx.deps.db, signals: ctx.deps.signals }, { project, id })
+  if (!result.ok) throw result.found ? conflict(result.reason) : notFound(`no event ${id} in this project`)
+  return { status: 200, body: { id, action: 'stop', signalled: false } }
 }
 
 /** The event routes (the bulk forms are in bulk.ts). */
@@ -105,6 +123,6 @@ export const eventRoutes: Route[] = [
   { method: 'GET', path: '/v1/projects/:project/events', need: 'view', handle: listEvents },
   { method: 'POST', path: '/v1/projects/:project/events', need: 'admin', handle: enqueueEvents },
   { method: 'GET', path: '/v1/projects/:project/events/:id', need: 'view', handle: showEvent },
-  { method: 'POST', path: '/v1/projects/:project/events/:id/retry', need: 'admin', handle: single('retry') },
-  { method: 'POST', path: '/v1/projects/:project/events/:id/stop', need: 'admin', handle: single('stop') },
+  { method: 'POST', path: '/v1/projects/:project/events/:id/retry', need: 'admin', handle: retry },
+  { method: 'POST', path: '/v1/projects/:project/events/:id/stop', need: 'admin', handle: stop },
 ]
