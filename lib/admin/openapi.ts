@@ -5,6 +5,7 @@ import { enqueueRequestSchema } from '../enqueue/request.js'
 import { actionsSchemaSchema } from '../schema/actions.js'
 import { MAX_NAME_BYTES } from '../schema/limits.js'
 import { bulkBody } from './rest/bulk.js'
+import { retryBody } from './rest/events.js'
 import { DEFAULT_PAGE_EVENTS, MAX_PAGE_EVENTS } from './rest/events.js'
 import { responseSchemas } from './rest/openapi-schemas.js'
 import { variablesBody } from './rest/variables.js'
@@ -101,10 +102,14 @@ const OPERATIONS: Operation[] = [
     method: 'post',
     path: `${P}/events/{id}/${action}`,
     id: `${action}Event`,
-    summary: action === 'retry' ? 'Make one event due now, then signal the project' : 'Stop one event for good',
+    summary:
+      action === 'retry'
+        ? 'Make one event due now, then signal the project; 409 while it is being delivered, and for a delivered or stopped one unless force'
+        : 'Stop one event for good; 409 for a delivered or stopped one',
     need: 'admin',
+    ...(action === 'retry' ? { body: bodySchema('Retry', retryBody), bodyOptional: true as const } : {}),
     ok: [200, 'EventChange'],
-    errors: WRITE,
+    errors: [...WRITE, 409],
   })),
   ...(['retry', 'stop'] as const).map((action): Operation => ({
     method: 'post',
@@ -261,6 +266,7 @@ const ERROR_TEXT: Record<number, string> = {
   401: 'No valid caller (missing, unknown or revoked token)',
   403: 'The token is of another project, or its role may not',
   404: 'Unknown project, event, target or variable',
+  409: 'The event’s state does not allow it now: the detail names the state and what to do',
   413: 'The request body is larger than the admin API reads',
   500: 'Internal error (its detail says nothing of the cause)',
 }

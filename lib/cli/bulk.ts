@@ -1,15 +1,18 @@
 import { z } from 'zod'
-import { retryEvents, stopEvents, type BulkFilter } from '../db/operator.js'
+import type { BulkFilter } from '../db/operator.js'
+import { retryMany } from '../operate/retry.js'
+import { stopMany } from '../operate/stop.js'
 import { printDocument } from './json.js'
 import { UsageError, type EventsContext, type Io } from './usage.js'
-import { wake } from './wake.js'
+import { reportWake } from './wake.js'
 
 export const BULK_USAGE = `  events retry|stop --project P [--target T] [--state failed|retrying] [--since T1] [--until T2] [--limit N]
                                             bulk form, one statement: every matching event of project
                                             P (state failed unless --state retrying), oldest first,
                                             created at or after T1 and before T2 (ISO 8601 date or date-
                                             time with a zone, bounds on created_at); retry then sends
-                                            one wake-up signal. Prints how many events changed`
+                                            one wake-up signal. Prints how many events changed and
+                                            how many it skipped (claimed meanwhile)`
 
 /**
  * Most events one bulk statement changes (and the default --limit). The statement holds a row lock on
@@ -36,22 +39,16 @@ const timeSchema = z.union([z.iso.datetime({ offset: true }), z.iso.date()])
 /** `events retry|stop --project P …`: one statement, then (retry only) one signal for the project. */
 export async function bulkCommand(ctx: EventsContext, sub: 'retry' | 'stop', values: BulkValues, io: Io): Promise<number> {
   const filter = parseFilter(sub, values)
-  const changed = sub === 'retry' ? await retryEvents(ctx.pool, filter) : await stopEvents(ctx.pool, filter)
+  const deps = { db: ctx.pool, signals: sub === 'retry' ? ctx.signals() : undefined }
+  const result = sub === 'retry' ? await retryMany(deps, filter) : { ...(await stopMany(deps, filter)), signal: undefined }
+  const { changed, skipped, limitReached } = result
   const verb = sub === 'retry' ? 'made due now' : 'stopped'
-  if (io.json)
-    printDocument(io, {
-      project: filter.project,
-      state: filter.state,
-      changed,
-      limit: filter.limit,
-      limitReached: changed === filter.limit,
-    })
+  if (io.json) printDocument(io, { project: filter.project, state: filter.state, changed, skipped, limit: filter.limit, limitReached })
   else
     io.out(
-      `${changed} ${filter.state} event(s) of ${filter.project} ${verb}${changed === filter.limit ? ` (limit ${filter.limit} reached: run again for the rest)` : ''}`,
+      `${changed} ${filter.state} event(s) of ${filter.project} ${verb}${skipped ? `, ${skipped} skipped (changed meanwhile, e.g. claimed by a dispatcher)` : ''}${limitReached ? ` (limit ${filter.limit} reached: run again for the rest)` : ''}`,
     )
-  if (sub === 'stop' || changed === 0) return 0
-  return wake(ctx.signals(), filter.project, io, 'retry', 'events')
+  return result.signal ? reportWake(result.signal, filter.project, io, 'retry', 'events') : 0
 }
 
 function parseFilter(sub: string, v: BulkValues): BulkFilter {

@@ -1,21 +1,26 @@
 import { z } from 'zod'
 import { eventDetailJson, listedEventJson } from '../admin/shapes.js'
-import { eventProject, getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
+import { eventProject, getEvent, listEvents, type ListedEvent, type Listing } from '../db/operator.js'
+import { retryOne } from '../operate/retry.js'
+import { stopOne } from '../operate/stop.js'
 import type { EventRow } from '../events.js'
-import { fetchVariables } from '../db/variables.js'
-import { redactor, type Redactor } from '../text.js'
+import { shownRedaction } from '../operate/shown.js'
+import type { Redactor } from '../text.js'
 import { BULK_OPTIONS, BULK_USAGE, bulkCommand } from './bulk.js'
 import { printDocument, printLines } from './json.js'
 import { parseCommand, UsageError, type EventsContext, type Io } from './usage.js'
-import { wake } from './wake.js'
+import { reportWake } from './wake.js'
 
 export const EVENTS_USAGE = `  events failed|processing|due <project> [--limit N]
                                             list events (default limit 50); failed lists failed and
                                             retrying events, as upstream's failedEvents does
   events show <id> [--project P]            print one event with its latest log entries
-  events retry <id> [--project P]           make an event due now (created if never attempted, else
-                                            retrying) and wake its project's dispatch
-  events stop <id> [--project P]            stop an event for good
+  events retry <id> [--project P] [--force] make an event due now (created if never attempted, else
+                                            retrying) and wake its project's dispatch; refused while
+                                            it is being delivered, and for a delivered or stopped
+                                            event unless --force
+  events stop <id> [--project P]            stop an event for good (refused for a delivered or
+                                            stopped one)
                                             (ids are per project: --project picks one when several
                                             projects use the id)
 ${BULK_USAGE}`
@@ -33,7 +38,7 @@ const SHOWN_LOG_ENTRIES = 20
 
 /** `actions events …`: the operator's view of the queue. */
 export async function eventsCommand(ctx: EventsContext, args: string[], io: Io): Promise<number> {
-  const { values, positionals } = parseCommand('events', args, { limit: { type: 'string' }, ...BULK_OPTIONS })
+  const { values, positionals } = parseCommand('events', args, { limit: { type: 'string' }, force: { type: 'boolean' }, ...BULK_OPTIONS })
   const [sub, arg, extra] = positionals
   const bulkFlags = Object.keys(BULK_OPTIONS).filter(k => k in values)
   const byId = sub === 'show' || sub === 'retry' || sub === 'stop'
@@ -51,6 +56,7 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
   if (!arg) throw new UsageError(`events ${sub ?? ''}: missing argument`)
   if (extra !== undefined) throw new UsageError(`events ${sub ?? ''}: unexpected argument ${positionals.length}`)
   if (values.limit !== undefined && !isListing(sub)) throw new UsageError(`events ${sub ?? ''}: --limit applies to listings only`)
+  if (values.force !== undefined && sub !== 'retry') throw new UsageError(`events ${sub ?? ''}: --force applies to a single retry only`)
   switch (sub) {
     case 'failed':
     case 'processing':
@@ -59,11 +65,12 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
     case 'show':
       return show(ctx, uuid(arg), values.project, io)
     case 'retry':
-      return retry(ctx, uuid(arg), values.project, io)
+      return retry(ctx, uuid(arg), values.project, values.force === true, io)
     case 'stop': {
       const id = uuid(arg)
       const project = await projectOf(ctx, id, values.project)
-      if (!(await stopEvent(ctx.pool, project, id))) throw new Error(`no event ${id}`)
+      const result = await stopOne({ db: ctx.pool, signals: undefined }, { project, id })
+      if (!result.ok) throw new Error(result.found ? `event ${id}: stop refused: ${result.reason}` : `no event ${id}`)
       if (io.json) printDocument(io, { id, project, state: 'stopped' })
       else io.out(`event ${id} stopped`)
       return 0
@@ -75,10 +82,12 @@ export async function eventsCommand(ctx: EventsContext, args: string[], io: Io):
 
 /** Prints one listing of a project's events, receiver text redacted and cut to one line each. */
 async function list(ctx: EventsContext, project: string, listing: Listing, limit: number, io: Io): Promise<number> {
-  const secrets = [...(await fetchVariables(ctx.pool, project)).values()]
-  // Fetched past the shown part by the longest redacted form of a value, so no secret is cut in half.
-  const rows = await listEvents(ctx.pool, project, listing, limit, LISTED_ERROR_CHARS + redactionReach(secrets))
-  const redact = redactor(secrets)
+  const shownWith = await shownRedaction(ctx.pool, project)
+  // Fetched past the shown part by the longest redacted form of a secret, so no secret is cut in half;
+  // a text that long may be a prefix of the stored one, and the redaction then stops before its end.
+  const errorChars = LISTED_ERROR_CHARS + shownWith.reach
+  const rows = await listEvents(ctx.pool, project, listing, limit, errorChars)
+  const redact: Redactor = text => shownWith.redact(text, { prefix: Array.from(text).length >= errorChars })
   if (io.json) {
     // The same start of the error as the line form: redacted first, then cut, so no secret is cut in half.
     printLines(
@@ -96,7 +105,7 @@ async function list(ctx: EventsContext, project: string, listing: Listing, limit
 async function show(ctx: EventsContext, id: string, given: string | undefined, io: Io): Promise<number> {
   const row = await getEvent(ctx.pool, await projectOf(ctx, id, given), id)
   if (!row) throw new Error(`no event ${id}`)
-  const redact = redactor((await fetchVariables(ctx.pool, row.project)).values())
+  const { redact } = await shownRedaction(ctx.pool, row.project)
   // --json prints the API's shape (GET …/events/:id): the whole stored log, redacted.
   if (io.json) printDocument(io, eventDetailJson(row, redact))
   else io.out(JSON.stringify(shown(row, redact), null, 2))
@@ -113,15 +122,17 @@ async function projectOf(ctx: EventsContext, id: string, project: string | undef
 const isListing = (sub: string | undefined): sub is Listing => sub === 'failed' || sub === 'processing' || sub === 'due'
 
 /**
- * Upstream requeues and then notifies the project's dispatcher. The retry is committed first, so a
- * signal that cannot be sent costs only latency: the sweeper re-drives due events within a minute.
+ * Upstream requeues and then notifies the project's dispatcher (lib/operate/retry.ts, the rule REST
+ * and GraphQL follow too). The retry is committed first, so a signal that cannot be sent costs only
+ * latency: the sweeper re-drives due events within a minute.
  */
-async function retry(ctx: EventsContext, id: string, given: string | undefined, io: Io): Promise<number> {
+async function retry(ctx: EventsContext, id: string, given: string | undefined, force: boolean, io: Io): Promise<number> {
   const project = await projectOf(ctx, id, given)
-  if (!(await retryEvent(ctx.pool, project, id))) throw new Error(`no event ${id}`)
+  const result = await retryOne({ db: ctx.pool, signals: ctx.signals() }, { project, id, force })
+  if (!result.ok) throw new Error(result.found ? `event ${id}: retry refused: ${result.reason}` : `no event ${id}`)
   if (io.json) printDocument(io, { id, project, due: true })
   else io.out(`event ${id} is due now`)
-  return wake(ctx.signals(), project, io, 'retry', 'event')
+  return reportWake(result.signal, project, io, 'retry', 'event')
 }
 
 function parseLimit(given: string | undefined): number {
@@ -137,16 +148,8 @@ function uuid(id: string): string {
   return id
 }
 
-/**
- * Characters a redacted form of one of `values` may span: the URL-encoded form of a character takes
- * up to 9 (`%E2%82%AC`), more than its JSON escape (6, `\u0000`), so 9 per UTF-16 unit bounds both.
- */
-function redactionReach(values: readonly string[]): number {
-  return 9 * values.reduce((longest, v) => Math.max(longest, v.length), 0)
-}
-
-// Stored text is shown with the project's current variables redacted (DESIGN §4): a value stored
-// before redaction existed, or a variable added since, is never printed.
+// Stored text is shown with the project's current secrets redacted (lib/operate/shown.ts): a value
+// stored before redaction existed, or a variable added since, is never printed.
 function summary(r: ListedEvent, redact: Redactor): string {
   const fetched = r.last_error ?? ''
   const points = Array.from(redact(fetched))

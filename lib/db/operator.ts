@@ -1,5 +1,5 @@
 import { DUE } from './due.js'
-import type { EventRow } from '../events.js'
+import type { EventRow, EventState } from '../events.js'
 import type { Queryable } from './pool.js'
 
 /** The operator listings (upstream's failed / in-processing / due queries). */
@@ -108,20 +108,33 @@ const REOPEN = `UPDATE actions_event SET
        visible_at = now(), resolved_at = NULL, lease_until = NULL, failed_at = NULL, last_state_change = now()`
 const STOP = `UPDATE actions_event SET state = 'stopped', resolved_at = now(), lease_until = NULL, failed_at = NULL, last_state_change = now()`
 
-/**
- * Makes an event due now: back to `created` if it was never attempted, else `retrying`. Its attempt
- * count is kept, so a replayed event gets one more attempt (the upstream semantics). Returns false
- * for an unknown event.
- */
-export async function retryEvent(db: Queryable, project: string, id: string): Promise<boolean> {
-  const { rowCount } = await db.query(`${REOPEN} WHERE id = $1 AND project = $2`, [id, project])
-  return rowCount === 1
+/** What a single retry or stop found: the state the event had, and whether the statement changed it. */
+export type OperatorChange = { found: false } | { found: true; was: EventState; changed: boolean }
+
+// One statement: the state before (for the reason of a refusal) and the change, which re-checks the
+// state under the row lock, so an event claimed meanwhile is refused, never changed.
+const single = (head: string) => `WITH was AS (SELECT state FROM actions_event WHERE id = $1 AND project = $2),
+  changed AS (${head} WHERE id = $1 AND project = $2 AND state = ANY($3::actions_event_state[]) RETURNING 1)
+  SELECT was.state::text AS was, EXISTS (SELECT 1 FROM changed) AS changed FROM was`
+
+async function changeOne(db: Queryable, head: string, project: string, id: string, from: readonly EventState[]): Promise<OperatorChange> {
+  const { rows } = await db.query<{ was: EventState; changed: boolean }>(single(head), [id, project, from])
+  const row = rows[0]
+  return row ? { found: true, was: row.was, changed: row.changed } : { found: false }
 }
 
-/** Stops an event for good (`stopped`, resolved now); returns false for an unknown event. */
-export async function stopEvent(db: Queryable, project: string, id: string): Promise<boolean> {
-  const { rowCount } = await db.query(`${STOP} WHERE id = $1 AND project = $2`, [id, project])
-  return rowCount === 1
+/**
+ * Makes an event due now if its state is one of `from`: back to `created` if it was never attempted,
+ * else `retrying`. Its attempt count is kept, so a replayed event gets one more attempt (the upstream
+ * semantics). Which states may be retried is lib/operate/retry.ts's rule.
+ */
+export async function retryEvent(db: Queryable, project: string, id: string, from: readonly EventState[]): Promise<OperatorChange> {
+  return changeOne(db, REOPEN, project, id, from)
+}
+
+/** Stops an event for good (`stopped`, resolved now) if its state is one of `from` (lib/operate/stop.ts's rule). */
+export async function stopEvent(db: Queryable, project: string, id: string, from: readonly EventState[]): Promise<OperatorChange> {
+  return changeOne(db, STOP, project, id, from)
 }
 
 /** Which events a bulk retry or stop changes: one project, optionally one target, one state, a creation window. */
@@ -144,27 +157,35 @@ const BULK_MATCH = `SELECT id FROM actions_event
     ORDER BY created_at
     LIMIT $6`
 
-// The filter of both bulk statements. The state is checked again in the UPDATE itself: an event a
-// dispatcher claims between the pick and the update is re-read under the row lock and left alone. The
-// project too: another project's event may have the same id.
-const BULK_PICK = `id = ANY(ARRAY(${BULK_MATCH}))
-  AND project = $1 AND state = $3::actions_event_state`
-
 const bulkParams = (f: BulkFilter) => [f.project, f.target ?? null, f.state, f.since ?? null, f.until ?? null, f.limit]
+
+/** What a bulk statement did: the events its filter matched, and how many of them it changed. */
+export type BulkChange = { matched: number; changed: number }
+
+// Both bulk statements: the events the filter picks, and the change. The state is checked again in the
+// UPDATE itself: an event a dispatcher claims between the pick and the update is re-read under the
+// row lock and left alone (matched, not changed: the caller reports it as skipped). The project too:
+// another project's event may have the same id.
+const bulk = (head: string) => `WITH picked AS (${BULK_MATCH}),
+  changed AS (${head} WHERE id = ANY(ARRAY(SELECT id FROM picked)) AND project = $1 AND state = $3::actions_event_state RETURNING 1)
+  SELECT (SELECT count(*) FROM picked)::int AS matched, (SELECT count(*) FROM changed)::int AS changed`
+
+async function changeMany(db: Queryable, head: string, filter: BulkFilter): Promise<BulkChange> {
+  const { rows } = await db.query<BulkChange>(bulk(head), bulkParams(filter))
+  return rows[0] ?? { matched: 0, changed: 0 }
+}
 
 /**
  * Bulk form of retryEvent, in one statement: every matching event becomes due now exactly as a single
- * retry makes it (state by attempt count, log and num_retries kept). Returns how many changed.
+ * retry makes it (state by attempt count, log and num_retries kept).
  */
-export async function retryEvents(db: Queryable, filter: BulkFilter): Promise<number> {
-  const { rowCount } = await db.query(`${REOPEN} WHERE ${BULK_PICK}`, bulkParams(filter))
-  return rowCount ?? 0
+export async function retryEvents(db: Queryable, filter: BulkFilter): Promise<BulkChange> {
+  return changeMany(db, REOPEN, filter)
 }
 
-/** Bulk form of stopEvent, in one statement: every matching event becomes `stopped`. Returns how many changed. */
-export async function stopEvents(db: Queryable, filter: BulkFilter): Promise<number> {
-  const { rowCount } = await db.query(`${STOP} WHERE ${BULK_PICK}`, bulkParams(filter))
-  return rowCount ?? 0
+/** Bulk form of stopEvent, in one statement: every matching event becomes `stopped`. */
+export async function stopEvents(db: Queryable, filter: BulkFilter): Promise<BulkChange> {
+  return changeMany(db, STOP, filter)
 }
 
 /**

@@ -57,7 +57,11 @@ export async function deliverBatch({
     metrics.deliveryDuration(durationMs / 1000)
   } catch (error) {
     // A bug, not target trouble: the attempt still counts, as upstream does, so the event cannot loop forever.
-    log.error('Delivery failed with an internal error', { target: target.name, error })
+    // Logged by name only: a message built from our own state (a URL, a header, a value) may hold a secret.
+    log.error('Delivery failed with an internal error', {
+      target: target.name,
+      errorName: error instanceof Error ? error.name : typeof error,
+    })
     outcomes = new Map(batch.events.map(e => [e.id, { ok: false, errorMessage: 'Internal error' }]))
   }
   // A batch that failed as a whole may hold one bad event: its events travel in halves next time.

@@ -4,6 +4,7 @@ import type { Logger } from '../log.js'
 import type { ProjectMetrics } from '../metrics/registry.js'
 import { TARGET_DEFAULTS, type WebhookTarget } from '../schema/actions.js'
 import { targetProblems } from '../schema/limits.js'
+import { projectSecrets } from '../delivery/secrets.js'
 import { excerpt, redactor } from '../text.js'
 
 /**
@@ -43,8 +44,9 @@ type ResolveInput = {
  */
 export function resolveTargets({ targets, variables, config, remainingMs, log, metrics }: ResolveInput): Map<string, ResolvedTarget> {
   const out = new Map<string, ResolvedTarget>()
-  // One pattern over every variable value, shared by the targets: building it per target repeats the work.
-  const redact = redactor(variables.values())
+  // One redactor over every variable value and every target's URL and header values (a receiver may
+  // quote any of them back), shared by the targets: building it per target repeats the work.
+  const redact = redactor(projectSecrets(targets, variables))
   for (const target of targets) {
     const timeoutMs = target.timeoutMs ?? TARGET_DEFAULTS.timeoutMs
     const problems = targetProblems(target, { maxTimeoutMs: config.MAX_TARGET_TIMEOUT_MS })

@@ -81,6 +81,22 @@ export function assertNames(subject: string, fields: ReadonlyArray<readonly [fie
   if (problems.length) throw new ValidationError(subject, problems.slice(0, 20))
 }
 
+/**
+ * Characters (UTF-16 code units, JavaScript's string length) of one variable value at most, on every
+ * path that sets one: REST PUT/PATCH, GraphQL setVariables and the CLI all reach setVariables in
+ * lib/db/variables.ts, which refuses more. A value is a credential or a base URL, never a document:
+ * the templates splice it into every request, and every stored receiver text is searched for it.
+ */
+export const MAX_VARIABLE_CHARS = 16 * 1024
+
+/** Why `value` cannot be a variable's value (`field: …`, never quoting it), or undefined when it can. */
+export function variableValueProblem(field: string, value: string): string | undefined {
+  if (value.length > MAX_VARIABLE_CHARS) return `${field}: ${value.length} characters, expected at most ${MAX_VARIABLE_CHARS}`
+  // Postgres text cannot hold NUL: refused with a message instead of a driver error.
+  if (value.includes('\u0000')) return `${field}: a value may not hold NUL (U+0000)`
+  return undefined
+}
+
 /** The numeric limits a target must respect to be run; `maxTimeoutMs` comes from the configuration. */
 export type TargetLimits = { maxTimeoutMs: number }
 

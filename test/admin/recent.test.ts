@@ -130,6 +130,7 @@ describe('POST …/events/retry with dryRun', () => {
       dryRun: true,
       matched: 3,
       changed: 0,
+      skipped: 0,
       limit: 100_000,
       limitReached: false,
       signalled: false,

@@ -232,6 +232,7 @@ describe('POST …/events/retry (bulk)', () => {
         dryRun: false,
         matched: 10_000,
         changed: 10_000,
+        skipped: 0,
         limit: 100_000,
         limitReached: false,
         signalled: true,
@@ -255,7 +256,16 @@ describe('POST …/events/retry (bulk)', () => {
     await fail(await enqueueMany(env.deps, env.project, 'to_a', 5))
     await env.queue.drain()
     const res = await call('POST', '/v1/projects/:project/events/stop', { body: { limit: 3 } })
-    expect(res.body).toEqual({ action: 'stop', dryRun: false, matched: 3, changed: 3, limit: 3, limitReached: true, signalled: false })
+    expect(res.body).toEqual({
+      action: 'stop',
+      dryRun: false,
+      matched: 3,
+      changed: 3,
+      skipped: 0,
+      limit: 3,
+      limitReached: true,
+      signalled: false,
+    })
     expect(await env.queue.drain()).toEqual([])
     await expect(call('POST', '/v1/projects/:project/events/stop', { body: { since: '2024-05-02', until: '2024-05-01' } })).rejects.toThrow(
       /before/,

@@ -127,7 +127,7 @@ describe('--json', () => {
     expect(retried.err).toBe(`signalled project ${project}`)
     expect(JSON.parse((await run('events', 'stop', b ?? '', '--json')).out)).toEqual({ id: b, project, state: 'stopped' })
     const bulk = await run('events', 'retry', '--project', project, '--json')
-    expect(JSON.parse(bulk.out)).toEqual({ project, state: 'failed', changed: 1, limit: 100_000, limitReached: false })
+    expect(JSON.parse(bulk.out)).toEqual({ project, state: 'failed', changed: 1, skipped: 0, limit: 100_000, limitReached: false })
     expect(JSON.parse((await run('variables', 'set', project, 'N=1', '--json')).out)).toEqual({ project, mode: 'merge', set: 1 })
     const paused = JSON.parse((await run('targets', 'pause', project, 't', '--json')).out)
     expect(paused).toEqual({ project, target: 't', state: 'paused', since: expect.any(String) })

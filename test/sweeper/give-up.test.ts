@@ -63,7 +63,7 @@ describe('PAUSED_GIVE_UP_HOURS', () => {
         until: undefined,
         limit: 100,
       }),
-    ).toBe(5)
+    ).toEqual({ matched: 5, changed: 5 })
     await drainProject(env.deps, 'outage', FOREVER)
     expect([...target.delivered.keys()].sort()).toEqual([...ids].sort())
     expect([...target.delivered.values()].every(v => v === 1)).toBe(true)

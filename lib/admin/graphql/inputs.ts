@@ -2,6 +2,7 @@
 // and the formats it cannot say (a UUID, a variable name), each refusal naming the argument, never
 // quoting a value (a variable's value is a secret).
 import { z } from 'zod'
+import { MAX_VARIABLE_CHARS } from '../../schema/limits.js'
 import { userError } from './access.js'
 
 /** Events per page when `limit` is not given: upstream's default. */
@@ -34,15 +35,22 @@ export const eventArgs = z
   })
   .transform(a => a.args)
 
-/** event / retryEvent / stopEvent: `id: UUID!`. */
+/** event / stopEvent: `id: UUID!`. */
 export const uuidArg = z.object({ id: z.uuid() })
+
+/** retryEvent: `id: UUID!` and `force` (an extension: also a delivered or stopped event), false when not given. */
+export const retryArgs = z.object({
+  id: z.uuid(),
+  force: z
+    .boolean()
+    .nullish()
+    .transform(f => f ?? false),
+})
 
 /** Names the templates can substitute (docs/delivery.md), as the CLI's `variables set` accepts them. */
 const VARIABLE_NAME = /^[A-Za-z0-9_]+$/
 /** Variables per call at most: far above any project's, and it bounds the one INSERT's arrays. */
 export const MAX_VARIABLES = 1_000
-/** Characters of one value at most: a credential or a base URL, never a document (the templates splice it into every request). */
-export const MAX_VARIABLE_CHARS = 16 * 1024
 
 const variableInput = z.object({
   name: z.string().regex(VARIABLE_NAME, 'a name has only letters, digits and _'),

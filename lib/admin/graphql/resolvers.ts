@@ -1,12 +1,16 @@
 // The resolvers of the Actions API, as the root value: each checks the caller's role for its
 // operation, validates its arguments with zod, and does what the CLI's matching command does.
-import { getEvent, pageEvents, retryEvent, stopEvent, type Listing } from '../../db/operator.js'
+import { getEvent, pageEvents, type Listing } from '../../db/operator.js'
 import { fetchVariables } from '../../db/variables.js'
 import type { EventRow } from '../../events.js'
-import { redactor, REDACTED, type Redactor } from '../../text.js'
+import { retryOne } from '../../operate/retry.js'
+import { shownRedaction } from '../../operate/shown.js'
+import { stopOne } from '../../operate/stop.js'
+import { wakeProject } from '../../operate/types.js'
+import { REDACTED, type Redactor } from '../../text.js'
 import { attemptJson } from '../shapes.js'
-import { requireAccess, seesValues, type Action, type GraphqlContext, type Resolver } from './access.js'
-import { eventArgs, parseArgs, uuidArg } from './inputs.js'
+import { requireAccess, seesValues, userError, type Action, type GraphqlContext, type Resolver } from './access.js'
+import { eventArgs, parseArgs, retryArgs, uuidArg } from './inputs.js'
 import { setVariablesResolver } from './variables.js'
 
 /** The Event type's fields: ISO timestamps, the log's text redacted with the project's variables. */
@@ -30,8 +34,8 @@ function eventOut(row: EventRow, redact: Redactor) {
   }
 }
 
-/** The redactor of the project's current variables (DESIGN §4: stored text is shown redacted, as the CLI shows it). */
-const projectRedactor = async (ctx: GraphqlContext) => redactor((await fetchVariables(ctx.deps.db, ctx.project)).values())
+/** The redactor of the project's current secrets: stored text is shown redacted, as REST and the CLI show it. */
+const projectRedactor = async (ctx: GraphqlContext) => (await shownRedaction(ctx.deps.db, ctx.project)).redact
 
 function listing(which: Listing): Resolver {
   return async (args, ctx) => {
@@ -57,29 +61,47 @@ const variables: Resolver = async (_args, ctx) => {
   return [...vars].sort(([a], [b]) => a.localeCompare(b)).map(([name, value]) => ({ name, value: shown ? value : REDACTED }))
 }
 
-/** retryEvent and stopEvent: one event of the project; a retry then signals the project once. */
-function byId(action: Action, change: typeof retryEvent, signal: boolean): Resolver {
-  return async (args, ctx) => {
-    requireAccess(ctx.principal, action)
-    const { id } = parseArgs(uuidArg, args)
-    const changed = await change(ctx.deps.db, ctx.project, id)
-    if (changed && signal) await wake(ctx, action)
-    return { ok: changed }
+/**
+ * retryEvent: the rule is lib/operate/retry.ts's, as for REST and the CLI. An unknown id is ok: false
+ * (upstream's answer); a refusal is a CONFLICT error saying the state and what to do.
+ */
+const retry: Resolver = async (args, ctx) => {
+  requireAccess(ctx.principal, 'events.retry')
+  const { id, force } = parseArgs(retryArgs, args)
+  const result = await retryOne({ db: ctx.deps.db, signals: ctx.deps.signals }, { project: ctx.project, id, force })
+  if (!result.ok) {
+    if (result.found) throw userError(`Retry refused: ${result.reason}`, 'CONFLICT')
+    return { ok: false }
   }
+  if (result.signal.sent === false && result.signal.why === 'failed') warnSignal(ctx, 'events.retry', result.signal.error)
+  return { ok: true }
+}
+
+/** stopEvent: the rule is lib/operate/stop.ts's; an unknown id is ok: false, a refusal a CONFLICT error. */
+const stop: Resolver = async (args, ctx) => {
+  requireAccess(ctx.principal, 'events.stop')
+  const { id } = parseArgs(uuidArg, args)
+  const result = await stopOne({ db: ctx.deps.db, signals: ctx.deps.signals }, { project: ctx.project, id })
+  if (!result.ok) {
+    if (result.found) throw userError(`Stop refused: ${result.reason}`, 'CONFLICT')
+    return { ok: false }
+  }
+  return { ok: true }
 }
 
 /**
- * Sends the project its signal. The change is committed first, so a failed send costs only latency
- * (the sweeper re-drives due events within a minute): it is logged by name, and reported as false.
+ * A signal that could not be sent after a committed change costs only latency (the sweeper re-drives
+ * due events within a minute): it is logged by name.
  */
+function warnSignal(ctx: GraphqlContext, action: Action, e: unknown): void {
+  ctx.deps.log.warn('graphql: signal not sent', { project: ctx.project, action, error: e instanceof Error ? e.name : 'error' })
+}
+
+/** Sends the project its signal; false (and logged) when it could not be sent. */
 async function wake(ctx: GraphqlContext, action: Action): Promise<boolean> {
-  try {
-    await ctx.deps.signals.send(ctx.project)
-    return true
-  } catch (e) {
-    ctx.deps.log.warn('graphql: signal not sent', { project: ctx.project, action, error: e instanceof Error ? e.name : 'error' })
-    return false
-  }
+  const outcome = await wakeProject(ctx.deps.signals, ctx.project)
+  if (outcome.sent === false && outcome.why === 'failed') warnSignal(ctx, action, outcome.error)
+  return outcome.sent
 }
 
 // Upstream drains one batch in the request; here the signal makes the project's dispatch function do it.
@@ -95,8 +117,8 @@ export const rootValue: Record<string, Resolver> = {
   eventsInProcessing: listing('processing'),
   event,
   variables,
-  retryEvent: byId('events.retry', retryEvent, true),
-  stopEvent: byId('events.stop', stopEvent, false),
+  retryEvent: retry,
+  stopEvent: stop,
   setVariables: setVariablesResolver,
   processBatch,
 }

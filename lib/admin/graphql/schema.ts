@@ -1,6 +1,6 @@
 // Upstream's GraphQL Actions API (engine-actions' actions.graphql.ts): the same operations, types and
 // names, so `contember actions:*` and the project templates' variable scripts work unchanged. Two
-// fields differ on purpose, each saying why in its description.
+// fields differ on purpose, each saying why in its description; retryEvent's `force` is an extension.
 import { buildSchema, type GraphQLSchema } from 'graphql'
 
 /** The SDL of the Actions API. */
@@ -26,9 +26,12 @@ type Query {
 type Mutation {
   "Signals the project: its dispatch takes due events at once (ok is false when the signal could not be sent)."
   processBatch: ProcessBatchResponse!
-  "ok is false for an id the project does not have."
-  retryEvent(id: UUID!): RetryEventResponse!
-  "ok is false for an id the project does not have."
+  """
+  ok is false for an id the project does not have. A CONFLICT error while the event is being delivered
+  (processing), and for a delivered (succeed) or stopped one unless force is true (an extension).
+  """
+  retryEvent(id: UUID!, force: Boolean): RetryEventResponse!
+  "ok is false for an id the project does not have; a CONFLICT error for a delivered (succeed) or stopped one."
   stopEvent(id: UUID!): StopEventResponse!
   setVariables(args: SetVariablesArgs!): SetVariablesResponse!
 }

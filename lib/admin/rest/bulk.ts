@@ -1,12 +1,14 @@
-// POST …/events/retry|stop: the CLI's bulk filter (lib/cli/bulk.ts), in one statement
-// (lib/db/operator.ts retryEvents/stopEvents), then, for a retry that changed events, one signal.
+// POST …/events/retry|stop: the CLI's bulk filter (lib/cli/bulk.ts), as lib/operate/retry.ts and
+// stop.ts run it: one statement, then, for a retry that changed events, one signal.
 // With `dryRun: true` the same filter is only counted (countBulkEvents): what a console shows
 // before the operator confirms.
 import { z } from 'zod'
-import { countBulkEvents, retryEvents, stopEvents } from '../../db/operator.js'
+import { countBulkEvents } from '../../db/operator.js'
+import { retryMany } from '../../operate/retry.js'
+import { stopMany } from '../../operate/stop.js'
 import { MAX_BULK_EVENTS } from '../../cli/bulk.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
-import { nameSchema, projectOf, signal, timeSchema } from './common.js'
+import { nameSchema, projectOf, reportSignal, timeSchema } from './common.js'
 
 /** The filter, as the CLI's flags: bounds on created_at, the oldest first, at most MAX_BULK_EVENTS per call. */
 export const bulkBody = z
@@ -30,16 +32,20 @@ const bulk = (action: 'retry' | 'stop') => async (ctx: RouteContext) => {
     const matched = await countBulkEvents(ctx.deps.db, filter)
     return {
       status: 200,
-      body: { action, dryRun: true, matched, changed: 0, limit: f.limit, limitReached: matched === f.limit, signalled: false },
+      body: { action, dryRun: true, matched, changed: 0, skipped: 0, limit: f.limit, limitReached: matched === f.limit, signalled: false },
     }
   }
-  const changed = action === 'retry' ? await retryEvents(ctx.deps.db, filter) : await stopEvents(ctx.deps.db, filter)
-  const signalled = action === 'retry' && changed > 0 ? await signal(ctx, project, 'bulk retry') : false
+  const deps = { db: ctx.deps.db, signals: ctx.deps.signals }
+  let result
+  let signalled = false
+  if (action === 'retry') {
+    const retried = await retryMany(deps, filter)
+    signalled = reportSignal(ctx, project, 'bulk retry', retried.signal)
+    result = retried
+  } else result = await stopMany(deps, filter)
+  const { matched, changed, skipped, limitReached } = result
   // At the limit, more may match: the same call again takes the oldest that still do.
-  return {
-    status: 200,
-    body: { action, dryRun: false, matched: changed, changed, limit: f.limit, limitReached: changed === f.limit, signalled },
-  }
+  return { status: 200, body: { action, dryRun: false, matched, changed, skipped, limit: f.limit, limitReached, signalled } }
 }
 
 /** The bulk event routes. */

@@ -2,6 +2,7 @@
 // the engine's validation errors as 400 problems, the project of the path, and the one signal.
 import { z } from 'zod'
 import { ValidationError } from '../../errors.js'
+import { wakeProject, type SignalOutcome } from '../../operate/types.js'
 import { SignalError } from '../../signals.js'
 import { EVENT_STATES } from '../shapes.js'
 import { MAX_NAME_BYTES, nameProblem } from '../../schema/limits.js'
@@ -66,13 +67,19 @@ export const notFound = (what: string) => new ProblemError(404, 'Not found', wha
  * logged, and the answer stands.
  */
 export async function signal(ctx: RouteContext, project: string, change: string): Promise<boolean> {
-  try {
-    await ctx.deps.signals.send(project)
-    return true
-  } catch (error) {
-    // A SignalError's words are ours (the SDK's name and code); anything else is told by name only.
-    const told = error instanceof SignalError ? { error } : { errorName: error instanceof Error ? error.name : typeof error }
-    ctx.deps.log.error('Could not signal the dispatch queue; the sweeper will pick the events up', { project, change, ...told })
-    return false
-  }
+  return reportSignal(ctx, project, change, await wakeProject(ctx.deps.signals, project))
 }
+
+/** Logs a signal that failed (an operator verb's outcome); true when it was sent. */
+export function reportSignal(ctx: RouteContext, project: string, change: string, outcome: SignalOutcome): boolean {
+  if (outcome.sent) return true
+  if (outcome.why !== 'failed') return false
+  // A SignalError's words are ours (the SDK's name and code); anything else is told by name only.
+  const { error } = outcome
+  const told = error instanceof SignalError ? { error } : { errorName: error instanceof Error ? error.name : typeof error }
+  ctx.deps.log.error('Could not signal the dispatch queue; the sweeper will pick the events up', { project, change, ...told })
+  return false
+}
+
+/** The 409 problem of an operator verb's refusal: the event's state and why, never a value. */
+export const conflict = (reason: string) => new ProblemError(409, 'Conflict', reason)

@@ -2,13 +2,14 @@
 // (the enqueue contract) and POST …/events/:id/retry|stop.
 import { z } from 'zod'
 import { listEventPage, type EventCursor } from '../../db/admin-events.js'
-import { getEvent, retryEvent, stopEvent } from '../../db/operator.js'
-import { fetchVariables } from '../../db/variables.js'
+import { getEvent } from '../../db/operator.js'
 import { enqueue } from '../../enqueue.js'
-import { redactor, type Redactor } from '../../text.js'
+import { retryOne } from '../../operate/retry.js'
+import { shownRedaction } from '../../operate/shown.js'
+import { stopOne } from '../../operate/stop.js'
 import { eventDetailJson, eventJson } from '../shapes.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
-import { nameSchema, notFound, param, projectOf, queryOf, signal, stateSchema, timeSchema, validated } from './common.js'
+import { conflict, nameSchema, notFound, param, projectOf, queryOf, reportSignal, stateSchema, timeSchema, validated } from './common.js'
 
 /** A page holds at most this many events: one answer stays a few hundred KB whatever the filter. */
 export const MAX_PAGE_EVENTS = 1000
@@ -48,14 +49,6 @@ export function decodeCursor(text: string): EventCursor {
   return { changeUs: BigInt(us), id }
 }
 
-/** The project's variables as a redactor, for receiver text (DESIGN §4); the values go nowhere else. */
-async function projectRedactor(ctx: RouteContext, project: string): Promise<{ redact: Redactor; reach: number }> {
-  const values = [...(await fetchVariables(ctx.deps.db, project)).values()]
-  // A redacted form spans up to 9 characters per UTF-16 unit (URL-encoding): fetch that far past the shown part.
-  const reach = 9 * values.reduce((longest, v) => Math.max(longest, v.length), 0)
-  return { redact: redactor(values), reach }
-}
-
 const cut = (text: string, max: number) => Array.from(text).slice(0, max).join('')
 
 async function listEvents(ctx: RouteContext) {
@@ -63,12 +56,16 @@ async function listEvents(ctx: RouteContext) {
   const q = queryOf(ctx, listQuery)
   if (q.since && q.until && q.since >= q.until) throw new ProblemError(400, 'Bad request', 'since must be before until')
   const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
-  const { redact, reach } = await projectRedactor(ctx, project)
-  const page = await listEventPage(ctx.deps.db, { project, ...q, after, errorChars: LISTED_ERROR_CHARS + reach })
+  const { redact, reach } = await shownRedaction(ctx.deps.db, project)
+  // Fetched past the shown part by the longest redacted form, so no secret is cut in half; a text
+  // that long may be a prefix of the stored one, and the redaction then stops before its end.
+  const errorChars = LISTED_ERROR_CHARS + reach
+  const page = await listEventPage(ctx.deps.db, { project, ...q, after, errorChars })
+  const shown = (text: string) => cut(redact(text, { prefix: Array.from(text).length >= errorChars }), LISTED_ERROR_CHARS)
   return {
     status: 200,
     body: {
-      events: page.events.map(row => eventJson(row, text => cut(redact(text), LISTED_ERROR_CHARS))),
+      events: page.events.map(row => eventJson(row, shown)),
       nextCursor: page.next ? encodeCursor(page.next) : null,
     },
   }
@@ -79,7 +76,7 @@ async function showEvent(ctx: RouteContext) {
   const id = param(ctx, 'id', eventId)
   const row = await getEvent(ctx.deps.db, project, id)
   if (!row) throw notFound(`no event ${id} in this project`)
-  return { status: 200, body: eventDetailJson(row, (await projectRedactor(ctx, project)).redact) }
+  return { status: 200, body: eventDetailJson(row, (await shownRedaction(ctx.deps.db, project)).redact) }
 }
 
 /** The enqueue contract; the path names the project, and a body naming another one is refused. */
@@ -95,14 +92,30 @@ async function enqueueEvents(ctx: RouteContext) {
   return { status: 200, body: result }
 }
 
-/** POST …/events/:id/retry or stop; a retry then sends the project's one signal. */
-const single = (action: 'retry' | 'stop') => async (ctx: RouteContext) => {
+/** The body of POST …/events/:id/retry, optional: `force` retries a delivered or stopped event too. */
+export const retryBody = z
+  .object({
+    force: z.boolean().default(false).describe('Also retry an event in state succeed or stopped (delivering it again).'),
+  })
+  .strict()
+
+/** POST …/events/:id/retry: the rule is lib/operate/retry.ts's; a refusal is a 409 saying why. */
+async function retry(ctx: RouteContext) {
   const project = projectOf(ctx)
   const id = param(ctx, 'id', eventId)
-  const changed = action === 'retry' ? await retryEvent(ctx.deps.db, project, id) : await stopEvent(ctx.deps.db, project, id)
-  if (!changed) throw notFound(`no event ${id} in this project`)
-  const signalled = action === 'retry' ? await signal(ctx, project, 'retry') : false
-  return { status: 200, body: { id, action, signalled } }
+  const { force } = retryBody.parse(ctx.body ?? {})
+  const result = await retryOne({ db: ctx.deps.db, signals: ctx.deps.signals }, { project, id, force })
+  if (!result.ok) throw result.found ? conflict(result.reason) : notFound(`no event ${id} in this project`)
+  return { status: 200, body: { id, action: 'retry', signalled: reportSignal(ctx, project, 'retry', result.signal) } }
+}
+
+/** POST …/events/:id/stop: the rule is lib/operate/stop.ts's; a refusal is a 409 saying why. */
+async function stop(ctx: RouteContext) {
+  const project = projectOf(ctx)
+  const id = param(ctx, 'id', eventId)
+  const result = await stopOne({ db: ctx.deps.db, signals: ctx.deps.signals }, { project, id })
+  if (!result.ok) throw result.found ? conflict(result.reason) : notFound(`no event ${id} in this project`)
+  return { status: 200, body: { id, action: 'stop', signalled: false } }
 }
 
 /** The event routes (the bulk forms are in bulk.ts). */
@@ -110,6 +123,6 @@ export const eventRoutes: Route[] = [
   { method: 'GET', path: '/v1/projects/:project/events', need: 'view', handle: listEvents },
   { method: 'POST', path: '/v1/projects/:project/events', need: 'admin', handle: enqueueEvents },
   { method: 'GET', path: '/v1/projects/:project/events/:id', need: 'view', handle: showEvent },
-  { method: 'POST', path: '/v1/projects/:project/events/:id/retry', need: 'admin', handle: single('retry') },
-  { method: 'POST', path: '/v1/projects/:project/events/:id/stop', need: 'admin', handle: single('stop') },
+  { method: 'POST', path: '/v1/projects/:project/events/:id/retry', need: 'admin', handle: retry },
+  { method: 'POST', path: '/v1/projects/:project/events/:id/stop', need: 'admin', handle: stop },
 ]

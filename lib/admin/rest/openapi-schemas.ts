@@ -75,8 +75,13 @@ export const responseSchemas: Record<string, Schema> = {
   BulkResult: object({
     action: { enum: ['retry', 'stop'] },
     dryRun: { ...bool, description: 'True: the events were only counted; none changed.' },
-    matched: { type: 'integer', minimum: 0, description: 'Events the filter matched (at most limit); changed ones unless a dry run.' },
+    matched: { type: 'integer', minimum: 0, description: 'Events the filter matched (at most limit); changed + skipped unless a dry run.' },
     changed: { type: 'integer', minimum: 0 },
+    skipped: {
+      type: 'integer',
+      minimum: 0,
+      description: 'Matched but left alone: changed by someone else between the pick and the update (a dispatcher claimed it).',
+    },
     limit: { type: 'integer', minimum: 1 },
     limitReached: { ...bool, description: 'More events may match: the same call again takes the oldest that still do.' },
     signalled: bool,

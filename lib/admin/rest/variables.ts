@@ -3,6 +3,7 @@
 import { z } from 'zod'
 import { deleteVariable, listVariableNames } from '../../db/variable-names.js'
 import { setVariables, type VariablesMode } from '../../db/variables.js'
+import { MAX_VARIABLE_CHARS } from '../../schema/limits.js'
 import { variablesJson } from '../shapes.js'
 import type { Route, RouteContext } from '../types.js'
 import { nameSchema, notFound, param, projectOf, queryOf, validated } from './common.js'
@@ -10,8 +11,9 @@ import { nameSchema, notFound, param, projectOf, queryOf, validated } from './co
 /** Names the templates can substitute (docs/delivery.md), as the CLI accepts them: any other could never be used. */
 const variableName = nameSchema.regex(/^[A-Za-z0-9_]+$/, 'expected letters, digits and _ only')
 
-// Postgres text cannot hold NUL: refused here, not by a failed statement.
-const variableValue = z.string().refine(v => !v.includes('\u0000'), 'a value may not hold NUL (U+0000)')
+// The value's bound and NUL are checked by setVariables (lib/db/variables.ts), as for every door; the
+// schema's max lets the OpenAPI document say it.
+const variableValue = z.string().max(MAX_VARIABLE_CHARS, `a value has at most ${MAX_VARIABLE_CHARS} characters`)
 /** The body of PUT and PATCH …/variables: names to values. */
 export const variablesBody = z.object({ variables: z.record(variableName, variableValue) }).strict()
 const modeQuery = z.object({ mode: z.literal('append-only-missing').optional() }).strict()
