@@ -48,6 +48,17 @@ export type RecordedRow = {
   keyed: boolean
 }
 
+/**
+ * Where the recorded rows are: each outcome's row found through the primary key, one probe per id, and
+ * updated by its place in the heap (a TID list, as the claim's update in lib/db/claim.ts). Joined by
+ * id alone, the planner hashed the outcomes over a sequential scan of the whole table whenever the
+ * table was small and the record large (a few hundred outcomes on the bench's 20,000 rows;
+ * test/db/record-plan.test.ts); `id = ANY(...)` alone became a filter on that scan. A row changed by
+ * another statement after this one's snapshot is left out, as the fence would leave it: every writer
+ * of an event in flight (release, stop, retention, a claim after its lease) changes its state or lease.
+ */
+const AT_IDS = `e.ctid = ANY(ARRAY(SELECT (SELECT x.ctid FROM actions_event x WHERE x.id = i.id) FROM unnest($ids::uuid[]) AS i(id)))`
+
 // The attempt would be the event's last (upstream: failed once it has had maxAttempts attempts).
 const LAST = `(NOT u.ok AND e.num_retries + 1 >= u.max_attempts)`
 /**
@@ -166,7 +177,7 @@ export const RECORD = named<RecordParams>()(
       batch_cap = CASE WHEN ${SPLIT} THEN least(u.split_to, coalesce(e.batch_cap, u.split_to)) WHEN u.ok THEN NULL ELSE e.batch_cap END,
       last_state_change = now()
     FROM u
-    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
+    WHERE ${AT_IDS} AND e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed,
               NOT u.ok AND e.state = 'retrying' AND e.num_retries >= u.max_attempts AS held
   ),
@@ -220,7 +231,7 @@ export const RECORD_OK = named<{
     UPDATE actions_event e SET num_retries = e.num_retries + 1, state = 'succeed', resolved_at = now(),
       lease_until = NULL, first_failed_at = NULL, last_state_change = now()
     FROM unnest($ids::uuid[], $leases::timestamptz[], $projects::text[]) AS u(id, lease, project)
-    WHERE e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
+    WHERE ${AT_IDS} AND e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed
   ),
   -- The targets' health rows as the statement began (DISTINCT: an upsert may touch a row only once).
