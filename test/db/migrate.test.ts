@@ -29,6 +29,7 @@ const MIGRATIONS = [
   '015_event_trace.sql',
   '016_key_index_unresolved.sql',
   '017_lease_outside_indexes.sql',
+  '020_breaker_window.sql',
 ]
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
@@ -110,7 +111,7 @@ describe('migrations', () => {
         ).rows
       const stored = await snapshot()
 
-      expect(await migrate(empty.pool)).toEqual(['017_lease_outside_indexes.sql'])
+      expect(await migrate(empty.pool)).toEqual(MIGRATIONS.filter(m => m >= '017'))
       const after = await empty.pool.query<{ trigger: string; lease_until: string | null; failed: boolean; due: boolean }>(
         `SELECT trigger, lease_until::text, failed_at = resolved_at AS failed, ${DUE} AS due FROM actions_event ORDER BY seq`,
       )
