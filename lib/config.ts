@@ -123,6 +123,18 @@ export const configSchema = z.object({
    * the breaker off: upstream's rule, a dead target fails its events after maxAttempts.
    */
   BREAKER_FAILURES: nonNegativeInt(DEFAULT_RECORD_SETTINGS.breakerFailures),
+  /**
+   * The share of a target's recent batches (BREAKER_WINDOW_MS) that must have failed as well, for its
+   * BREAKER_FAILURES failed batches in a row to pause it: a flaky receiver's runs of bad luck do not,
+   * a dead receiver's do. 1 pauses only a target that failed everything in its window.
+   */
+  BREAKER_FAILURE_RATE: z.coerce
+    .number({ message: 'expected a fraction above 0, at most 1' })
+    .gt(0, 'expected a fraction above 0, at most 1')
+    .max(1, 'expected a fraction above 0, at most 1')
+    .default(DEFAULT_RECORD_SETTINGS.breakerRate),
+  /** How far back the breaker's failure rate looks: about this long, and never past twice it. */
+  BREAKER_WINDOW_MS: positiveInt(DEFAULT_RECORD_SETTINGS.breakerWindowMs),
   /** First probe interval of a paused target; it doubles after each failed probe up to BREAKER_PROBE_MAX_MS. */
   BREAKER_PROBE_MS: positiveInt(DEFAULT_RECORD_SETTINGS.probeMs),
   BREAKER_PROBE_MAX_MS: positiveInt(DEFAULT_RECORD_SETTINGS.probeMaxMs),
@@ -160,6 +172,8 @@ export type Config = z.infer<typeof configSchema>
 export function recordSettings(config: Config): RecordSettings {
   return {
     breakerFailures: config.BREAKER_FAILURES,
+    breakerRate: config.BREAKER_FAILURE_RATE,
+    breakerWindowMs: config.BREAKER_WINDOW_MS,
     probeMs: config.BREAKER_PROBE_MS,
     probeMaxMs: Math.max(config.BREAKER_PROBE_MS, config.BREAKER_PROBE_MAX_MS),
     retryAfterMaxMs: config.RETRY_AFTER_MAX_MS,

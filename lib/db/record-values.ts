@@ -14,6 +14,9 @@ export const MAX_BACKOFF_MS = 3.15e12
 /** The breaker's settings as both record statements take them, clamped into the int columns. */
 export const breakerParams = (settings: RecordSettings) => ({
   breaker_threshold: clampInt(settings.breakerFailures, 0),
+  // A rate above 1 could never be reached (the breaker would be off without saying so); below 0 always is.
+  breaker_rate: Number.isFinite(settings.breakerRate) ? Math.min(1, Math.max(0, settings.breakerRate)) : 1,
+  breaker_window_ms: clampInt(settings.breakerWindowMs, 1),
   probe_ms: clampInt(settings.probeMs, 1),
   probe_cap_ms: clampInt(settings.probeMaxMs, 1),
 })

@@ -107,6 +107,8 @@ export type RecordParams = {
   retry_at: readonly (Date | null)[]
   retry_after_cap_ms: number
   breaker_threshold: number
+  breaker_rate: number
+  breaker_window_ms: number
   probe_ms: number
   probe_cap_ms: number
   /** Retry delays are stretched by up to this fraction at random. */
@@ -138,6 +140,8 @@ export const RECORD = named<RecordParams>()(
     'retry_at',
     'retry_after_cap_ms',
     'breaker_threshold',
+    'breaker_rate',
+    'breaker_window_ms',
     'probe_ms',
     'probe_cap_ms',
     'jitter',
@@ -184,6 +188,8 @@ export const RECORD = named<RecordParams>()(
   seen AS (
     SELECT u.project, u.target, NOT bool_or(u.answered) AS down, bool_or(u.gone) AS gone,
            count(DISTINCT u.batch)::int AS batches, bool_or(u.known) AS known, coalesce(bool_or(ev.held), false) AS held,
+           -- A batch that failed as a whole (down or misconfigured) fails each of its events alike.
+           count(DISTINCT u.batch) FILTER (WHERE NOT u.ok AND u.kind NOT IN ('rejected', 'final'))::int AS failed_batches,
            max(u.misconfigured) AS misconfigured,
            -- A Retry-After holds the whole target until then (capped as the event's own delay is).
            -- (least() skips NULLs: without the CASE an outcome without Retry-After would hold for the cap.)
@@ -220,13 +226,30 @@ export const RECORD_OK = named<{
   leases: readonly string[]
   pair_projects: readonly string[]
   pair_targets: readonly string[]
+  /** Per pair: how many delivered batches its records came in (a target in a failure window counts them). */
+  pair_batches: readonly number[]
   breaker_threshold: number
+  breaker_rate: number
+  breaker_window_ms: number
   probe_ms: number
   probe_cap_ms: number
   progress: boolean
   projects: readonly string[]
 }>()(
-  ['ids', 'leases', 'pair_projects', 'pair_targets', 'breaker_threshold', 'probe_ms', 'probe_cap_ms', 'progress', 'projects'],
+  [
+    'ids',
+    'leases',
+    'pair_projects',
+    'pair_targets',
+    'pair_batches',
+    'breaker_threshold',
+    'breaker_rate',
+    'breaker_window_ms',
+    'probe_ms',
+    'probe_cap_ms',
+    'progress',
+    'projects',
+  ],
   `WITH ev AS (
     UPDATE actions_event e SET num_retries = e.num_retries + 1, state = 'succeed', resolved_at = now(),
       lease_until = NULL, first_failed_at = NULL, last_state_change = now()
@@ -234,13 +257,14 @@ export const RECORD_OK = named<{
     WHERE ${AT_IDS} AND e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed
   ),
-  -- The targets' health rows as the statement began (DISTINCT: an upsert may touch a row only once).
+  -- The targets' health rows as the statement began (grouped: an upsert may touch a row only once).
   was AS (
-    SELECT h.project, h.target, h.paused_reason AS was_paused
+    SELECT h.project, h.target, h.paused_reason AS was_paused, t.batches
     FROM actions_target_health h
-    JOIN (SELECT DISTINCT project, target FROM unnest($pair_projects::text[], $pair_targets::text[]) AS t(project, target)) t ON h.project = t.project AND h.target = t.target
+    JOIN (SELECT project, target, sum(batches)::int AS batches FROM unnest($pair_projects::text[], $pair_targets::text[], $pair_batches::int[]) AS t(project, target, batches)
+          GROUP BY project, target) t ON h.project = t.project AND h.target = t.target
   ),
-  seen AS (SELECT project, target, false AS down, false AS gone, 0 AS batches, true AS known, false AS held, NULL::timestamptz AS hold_until,
+  seen AS (SELECT project, target, false AS down, false AS gone, batches, 0 AS failed_batches, true AS known, false AS held, NULL::timestamptz AS hold_until,
                   NULL::text AS misconfigured FROM was),
   ${HEALTH_UPSERT},
   ${PROGRESS_UPSERT},
@@ -272,8 +296,15 @@ export async function recordAttempts(
 ): Promise<RecordedRow[]> {
   if (records.length === 0) return []
   if (records.every(r => r.outcome.ok)) {
-    // One record per project and target: the statement only needs the pairs.
+    // One record per project and target: the statement only needs the pairs, and how many batches each came in.
     const pairs = [...new Map(records.map(r => [`${r.project}\u0000${r.target}`, r])).values()]
+    const batchesOf = new Map<string, Set<number>>()
+    records.forEach((r, i) => {
+      const key = `${r.project}\u0000${r.target}`
+      const set = batchesOf.get(key) ?? new Set<number>()
+      set.add(r.batch ?? -1 - i)
+      batchesOf.set(key, set)
+    })
     const { rows } = await db.query<RecordedRow>({
       name: 'actions_record_ok',
       text: RECORD_OK.text,
@@ -282,6 +313,7 @@ export async function recordAttempts(
         leases: records.map(r => r.lease),
         pair_projects: pairs.map(r => r.project),
         pair_targets: pairs.map(r => r.target),
+        pair_batches: pairs.map(r => batchesOf.get(`${r.project}\u0000${r.target}`)?.size ?? 1),
         ...breakerParams(settings),
         progress,
         projects: records.map(r => r.project),

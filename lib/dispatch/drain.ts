@@ -29,6 +29,13 @@ export type DrainOptions = {
   trace?: Context
 }
 
+/**
+ * A drain under way, in two steps: `yielded` once it claims nothing more and has handed its queued
+ * claims back (its slice ended, or it is done), so another drain may take its place while requests
+ * it sent are still in flight; `done` once those are recorded too and its signal is left.
+ */
+export type StartedDrain = { yielded: Promise<void>; done: Promise<DrainResult> }
+
 export type DrainResult = Tally & {
   /** Why the drain stopped (nothing due, out of time, its slice used up), and the signal it left behind. */
   stop: DrainStop
@@ -53,6 +60,14 @@ type Run = {
   /** Resolved when a delivery finishes: idle workers wait for it, as its outcome may make more work claimable. */
   deliveryDone: Deferred
   sliced: boolean
+  /** The slice's end under way (claims handed back, the early signal): set once, when `sliced` is. */
+  yielding?: Promise<void> | undefined
+  /** Resolved when the drain gives up its place ({@link StartedDrain.yielded}). */
+  yielded: Deferred
+  /** Deliveries begun: a drain that yields with all of them in flight still moved work. */
+  begun: number
+  /** The signal left when the drain yielded with deliveries in flight (see {@link yieldPlace}). */
+  earlySignal?: LeftSignal | undefined
   /** `resolved`: a record resolved an event of an ordering key since the last claim began, so the key's next event may be claimable. */
   keys: { resolved: boolean }
   ops: OpsEvent[]
@@ -73,12 +88,32 @@ type RunBase = Omit<Run, 'claims' | 'recorder'>
  * delayed signal for the next retry due within 15 minutes.
  */
 export async function drainProject(deps: Deps, project: string, opts: DrainOptions): Promise<DrainResult> {
-  const run = await startRun(deps, project, opts)
+  return startDrain(deps, project, opts).done
+}
+
+/**
+ * {@link drainProject}, with the moment it gives up its place: when its slice ends, even while
+ * requests it sent are in flight (a hanging receiver holds them up to its timeoutMs), so the caller
+ * can start another project's drain then. Those requests finish and are recorded in the background;
+ * `done` waits for them, and no claim is made after `yielded`.
+ */
+export function startDrain(deps: Deps, project: string, opts: DrainOptions): StartedDrain {
+  const yielded = deferred()
+  const done = runDrain(deps, project, opts, yielded).finally(() => yielded.resolve())
+  return { yielded: yielded.promise, done }
+}
+
+async function runDrain(deps: Deps, project: string, opts: DrainOptions, yielded: Deferred): Promise<DrainResult> {
+  const run = await startRun(deps, project, opts, yielded)
+  // The slice ends on time even when every worker waits on a request that hangs: a timer, not only the next turn.
+  const disarm = armSlice(run)
   try {
     await Promise.all(Array.from({ length: deps.config.DISPATCH_CONCURRENCY }, () => worker(run)))
     await run.claims.settled()
+    if (run.yielding) await run.yielding
     if (run.failure ?? run.claims.error) throw run.failure ?? run.claims.error
   } finally {
+    disarm()
     // A drain that ends (or fails) hands its unstarted claims back at once instead of leaving them to their leases.
     if (run.claims.queued > 0)
       await run.claims
@@ -91,13 +126,71 @@ export async function drainProject(deps: Deps, project: string, opts: DrainOptio
   const { result, claims } = run
   result.stop = run.sliced ? 'slice' : claims.leftForTime ? 'time' : 'idle'
   const progressed = result.batches > 0 || result.failedUnknownTarget > 0
-  const held = [...run.targets.values()].filter(t => t.heldBack === 'broken').map(t => t.name)
-  result.signal = await leaveSignal(deps, project, { stop: result.stop, progressed, held }, run.log)
+  const held = heldTargets(run)
+  if (run.earlySignal === undefined) {
+    result.signal = await leaveSignal(deps, project, { stop: result.stop, progressed, held }, run.log)
+  } else {
+    // The continuation went out when the drain yielded; what its background deliveries recorded since
+    // (a timeout's retry) gets the signal an idle drain leaves, for when it is due.
+    result.signal = run.earlySignal
+    await leaveSignal(deps, project, { stop: 'idle', progressed, held }, run.log)
+  }
   return result
 }
 
+/** Targets whose events no signal can move: they are held back in this drain as broken. */
+const heldTargets = (run: Run) => [...run.targets.values()].filter(t => t.heldBack === 'broken').map(t => t.name)
+
+/** Milliseconds left of the drain's slice (infinite without one). */
+function sliceLeft(run: Run): number {
+  const slice = run.opts.sliceMs
+  if (slice === undefined) return Number.POSITIVE_INFINITY
+  return (typeof slice === 'number' ? slice : slice()) - (performance.now() - run.startedAt)
+}
+
+/** Ends the slice when it is used up, by a timer re-armed while the slice (asked again each time) still has time; returns its disarm. */
+function armSlice(run: Run): () => void {
+  let timer: NodeJS.Timeout | undefined
+  const check = () => {
+    const left = sliceLeft(run)
+    if (run.sliced || left === Number.POSITIVE_INFINITY) return
+    if (left > 0) timer = setTimeout(check, left)
+    else
+      endSlice(run).catch(e => {
+        run.failure ??= e
+      })
+  }
+  check()
+  return () => clearTimeout(timer)
+}
+
+/**
+ * The slice is used up: queued claims go back, no claim follows, and the drain gives up its place.
+ * Deliveries under way finish in the background. Idempotent: the timer and a worker's turn may both get here.
+ */
+function endSlice(run: Run): Promise<void> {
+  if (!run.sliced) {
+    run.sliced = true
+    run.yielding = run.claims.stop().then(() => yieldPlace(run))
+  }
+  return run.yielding ?? Promise.resolve()
+}
+
+/**
+ * Gives up the drain's place. With deliveries still in flight it leaves the continuation signal now,
+ * not when they end: another invocation may then drain the project's other targets (the claimed
+ * events stay leased to this drain, so nothing is sent twice) instead of waiting for a slow receiver.
+ */
+async function yieldPlace(run: Run): Promise<void> {
+  if (run.claims.delivering > 0) {
+    const progressed = run.begun > 0 || run.result.failedUnknownTarget > 0
+    run.earlySignal = await leaveSignal(run.deps, run.project, { stop: 'slice', progressed, held: heldTargets(run) }, run.log)
+  }
+  run.yielded.resolve()
+}
+
 /** Reads the project's schema and variables, resolves its targets once, and sets up the claim queue and the recorder. */
-async function startRun(deps: Deps, project: string, opts: DrainOptions): Promise<Run> {
+async function startRun(deps: Deps, project: string, opts: DrainOptions, yielded: Deferred): Promise<Run> {
   const log = deps.log.child({ project })
   const metrics = deps.metrics.forProject(project)
   const { stored, variables } = await getSchemaAndVariables(deps.db, project)
@@ -131,6 +224,8 @@ async function startRun(deps: Deps, project: string, opts: DrainOptions): Promis
     startedAt: performance.now(),
     deliveryDone: deferred(),
     sliced: false,
+    yielded,
+    begun: 0,
     keys: { resolved: false },
     ops: [],
   }
@@ -200,12 +295,8 @@ async function worker(run: Run): Promise<void> {
  * queued or claimable, and no worker is delivering.
  */
 async function turn(run: Run): Promise<boolean> {
-  const slice = run.opts.sliceMs
-  if (!run.sliced && slice !== undefined && performance.now() - run.startedAt >= (typeof slice === 'number' ? slice : slice())) {
-    // The slice is used up: queued claims go back, deliveries under way finish, a continuation follows.
-    run.sliced = true
-    await run.claims.stop()
-  }
+  // The slice is used up: queued claims go back, deliveries under way finish, a continuation follows.
+  if (run.sliced || sliceLeft(run) <= 0) await endSlice(run)
   const next = await run.claims.next()
   if (next === 'again') return true
   if (next === 'empty') {
@@ -224,6 +315,7 @@ async function turn(run: Run): Promise<boolean> {
     // A rate-capped target's requests start one interval apart (lib/db/flow.ts), whichever drain sends them.
     const wait = (next.startAt ?? 0) - performance.now()
     if (wait > 0) await sleep(wait)
+    run.begun++
     const records = await deliverBatch({
       deps: run.deps,
       project: run.project,

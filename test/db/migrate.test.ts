@@ -32,6 +32,7 @@ const MIGRATIONS = [
   '017_lease_outside_indexes.sql',
   '018_schema_key_order.sql',
   '019_relay_refused.sql',
+  '020_breaker_window.sql',
 ]
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))

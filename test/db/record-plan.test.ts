@@ -38,6 +38,8 @@ const recordParamsFor = (ids: readonly string[], leases: readonly (Date | undefi
   ids.map(() => null),
   3_600_000,
   5,
+  0.9,
+  60_000,
   30_000,
   900_000,
   0,
@@ -65,7 +67,10 @@ function updateNode(plan: string): string {
 describe('recording many outcomes on a table analyzed while nothing was claimed', () => {
   it.each([
     ['record', () => plan(RECORD_SQL, recordParams())],
-    ['record of successes', () => plan(RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true, ids.map(() => 'p')])],
+    [
+      'record of successes',
+      () => plan(RECORD_OK_SQL, [ids, leases, ['p'], ['t'], [350], 5, 0.9, 60_000, 30_000, 900_000, true, ids.map(() => 'p')]),
+    ],
     ['release', () => plan(RELEASE_SQL, [ids, leases, 'p'])],
   ])('plans the %s statement without a nested loop over the outcomes', async (_, explain) => {
     const p = updateNode(await explain())
