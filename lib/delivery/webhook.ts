@@ -92,11 +92,14 @@ function requestHeaders(targetHeaders: ReadonlyArray<readonly [string, string]>,
 
 /**
  * The trace headers go where upstream puts them: right after `User-Agent`, before the target's own
- * (only when tracing to webhooks is on; the target's own traceparent wins, lib/tracing/context.ts).
+ * (only when tracing to webhooks is on). A name the target sets itself, in any case, stays the
+ * target's, one line (its traceparent also keeps our tracestate out, lib/tracing/context.ts).
  */
 function withTrace(headers: Readonly<Record<string, string>>, trace: Record<string, string>): Record<string, string> {
   const [first, ...rest] = Object.entries(headers)
-  return Object.fromEntries(first ? [first, ...Object.entries(trace), ...rest] : Object.entries(trace))
+  const own = new Set(rest.map(([name]) => name.toLowerCase()))
+  const added = Object.entries(trace).filter(([name]) => !own.has(name.toLowerCase()))
+  return Object.fromEntries(first ? [first, ...added, ...rest] : added)
 }
 
 /** A target as one delivery needs it: its options, its address, and its timeout with the default applied. */

@@ -211,6 +211,22 @@ describe('trace context to receivers (TRACES_TO_WEBHOOKS)', () => {
     expect(verified).toBe(true)
   })
 
+  it("keeps a target's own tracestate, in its case and place, as the one line of that name", async () => {
+    let lines: string[] = []
+    t.rx.respond((_, res) => {
+      lines = res.req.rawHeaders
+      res.end()
+    })
+    await schemaFor(t.env.deps, t.project, { hook: { url: t.rx.url, headers: { TraceState: 'mine=1' } } })
+    await t.enqueue(fromProducer(t.project))
+    await t.dispatch(t.project)
+    await t.otlp.waitFor(allThree)
+    const names = lines.filter((_, i) => i % 2 === 0)
+    expect(names.slice(2, 5)).toEqual(['User-Agent', 'traceparent', 'TraceState'])
+    expect(names.filter(n => n.toLowerCase() === 'tracestate')).toHaveLength(1)
+    expect(t.rx.requests[0]?.headers['tracestate']).toBe('mine=1')
+  })
+
   it("keeps a target's own traceparent header, and adds no tracestate beside it", async () => {
     await schemaFor(t.env.deps, t.project, {
       hook: { url: t.rx.url, headers: { TraceParent: '00-11111111111111111111111111111111-2222222222222222-01' } },
