@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { DEFAULT_RECORD_SETTINGS, type RecordSettings } from './db/health.js'
 import { parseNetworks } from './delivery/egress.js'
 import { describeCause, ValidationError } from './errors.js'
-import { DEFAULT_MAX_TARGET_TIMEOUT_MS } from './schema/limits.js'
+import { DEFAULT_MAX_TARGET_TIMEOUT_MS, MAX_RELAY_BATCH_SIZE, MAX_RELAY_POLL_MS, MIN_RELAY_POLL_MS } from './schema/limits.js'
 import { tracingConfigShape } from './tracing/config.js'
 
 const bool = z
@@ -162,6 +162,28 @@ export const configSchema = z.object({
         })
     }),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  /**
+   * The Contember relay (docs/contember-relay.md): the project databases it moves outbox rows from,
+   * comma-separated, each `postgres://…/<slug>` or `<project>=postgres://…`. Holds passwords: keep it
+   * in SSM. Unset: the relay function has nothing to do.
+   */
+  RELAY_SOURCES: z.string().min(1).optional(),
+  /** Outbox rows the relay moves per batch (one Actions transaction, one outbox transaction). */
+  RELAY_BATCH_SIZE: z.coerce
+    .number({ message: `expected an integer from 1 to ${MAX_RELAY_BATCH_SIZE}` })
+    .int(`expected an integer from 1 to ${MAX_RELAY_BATCH_SIZE}`)
+    .min(1, `expected an integer from 1 to ${MAX_RELAY_BATCH_SIZE}`)
+    .max(MAX_RELAY_BATCH_SIZE, `expected an integer from 1 to ${MAX_RELAY_BATCH_SIZE}`)
+    .default(100),
+  /** Longest wait of a long-running relay between looks at an idle outbox (it also wakes on LISTEN). */
+  RELAY_POLL_INTERVAL_MS: z.coerce
+    .number({ message: `expected milliseconds from ${MIN_RELAY_POLL_MS} to ${MAX_RELAY_POLL_MS}` })
+    .int(`expected milliseconds from ${MIN_RELAY_POLL_MS} to ${MAX_RELAY_POLL_MS}`)
+    .min(MIN_RELAY_POLL_MS, `expected milliseconds from ${MIN_RELAY_POLL_MS} to ${MAX_RELAY_POLL_MS}`)
+    .max(MAX_RELAY_POLL_MS, `expected milliseconds from ${MIN_RELAY_POLL_MS} to ${MAX_RELAY_POLL_MS}`)
+    .default(5_000),
+  /** false behind a transaction pooler, where LISTEN does not work: the relay then polls only. */
+  RELAY_LISTEN: bool.default(true),
   // OpenTelemetry (lib/tracing/config.ts): off unless an OTLP endpoint is set.
   ...tracingConfigShape,
 })
@@ -205,6 +227,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
 /** The keys every database client reads besides DATABASE_URL (the CLI and the local stack's migrator, without a full config). */
 export const dbClientConfigSchema = configSchema.pick({ DB_PREPARED_STATEMENTS: true, DATABASE_CA: true })
+
+/** The keys a relay run reads besides DATABASE_URL (the CLI's `relay run`, the local stack). */
+export const relayConfigSchema = configSchema.pick({
+  DB_PREPARED_STATEMENTS: true,
+  DATABASE_CA: true,
+  DB_STATEMENT_TIMEOUT_MS: true,
+  LOG_LEVEL: true,
+  RELAY_SOURCES: true,
+  RELAY_BATCH_SIZE: true,
+  RELAY_POLL_INTERVAL_MS: true,
+  RELAY_LISTEN: true,
+})
 
 /** The keys of an SQS client's bounded waits (lib/deps.ts createSqsClient), for tools without a full config. */
 export const sqsConfigSchema = configSchema.pick({

@@ -2,9 +2,10 @@
 import { parseArgs } from 'node:util'
 import { formatError } from '../lib/errors.js'
 import { runDemo } from './demo.js'
+import { startLocalRelay } from './relay.js'
 import { startLocalStack, type LocalStack } from './stack.js'
 
-const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval SECONDS] [--otlp URL] [--demo]
+const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval SECONDS] [--otlp URL] [--contember URL]... [--demo]
 
 Starts Postgres (embedded unless DATABASE_URL is set), an SQS emulator (unless SIGNAL_QUEUE_URL is
 set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C (SIGINT), SIGTERM or
@@ -16,6 +17,8 @@ bootstrap token printed at start, or ACTIONS_ADMIN_TOKEN when set, as a caller o
   --sweep-interval S    seconds between sweeper runs (default 60, as deployed)
   --otlp URL            export traces to the OTLP/HTTP collector at URL (e.g. http://127.0.0.1:4318;
                         sets OTEL_EXPORTER_OTLP_ENDPOINT, with TRACES_TO_WEBHOOKS on unless set)
+  --contember URL       also run the relay from this Contember project database's outbox
+                        (postgres://…/<slug>, or <project>=postgres://…; repeat for more)
   --demo                load a sample schema, enqueue sample events to a flaky demo receiver,
                         show deliveries, retries and the final counters, then exit (through the
                         stack of a running "npm start" when one answers on PORT, else its own)`
@@ -52,6 +55,7 @@ async function main(): Promise<number> {
         'data-dir': { type: 'string' },
         'sweep-interval': { type: 'string' },
         otlp: { type: 'string' },
+        contember: { type: 'string', multiple: true },
         demo: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -110,8 +114,23 @@ async function main(): Promise<number> {
   })
   const early = await Promise.race([starting.then(() => undefined), onSignal])
   const stack = await starting
+  // A relay that cannot start (an outbox it does not know) stops the stack it came with.
+  const relay =
+    args.contember?.length && !early
+      ? await startLocalRelay(
+          stack,
+          args.contember,
+          process.env,
+          line => print('  ' + line),
+          line => void process.stderr.write(line + '\n'),
+        ).catch(async (e: unknown) => {
+          await stack.stop()
+          throw e
+        })
+      : undefined
   const stop = async (why: string) => {
     print(`stopping (${why})…`)
+    await relay?.stop()
     await stack.stop()
     print('stopped')
   }

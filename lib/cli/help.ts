@@ -1,5 +1,6 @@
 import { EVENTS_USAGE, oneLine } from './events.js'
 import { SCHEMA_USAGE, MIGRATE_USAGE } from './schema.js'
+import { RELAY_USAGE } from './relay.js'
 import { SIGNING_USAGE } from './signing.js'
 import { TARGETS_USAGE } from './targets.js'
 import { TOKENS_USAGE } from './tokens.js'
@@ -14,6 +15,7 @@ const COMMANDS: Readonly<Record<string, string>> = {
   targets: TARGETS_USAGE,
   tokens: TOKENS_USAGE,
   signing: SIGNING_USAGE,
+  relay: RELAY_USAGE,
 }
 
 const FLAGS = `

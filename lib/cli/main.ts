@@ -9,6 +9,7 @@ import { createSignals, type Signals } from '../signals.js'
 import { eventsCommand } from './events.js'
 import { helpFor, USAGE } from './help.js'
 import { takeJson } from './json.js'
+import { relayCommand } from './relay.js'
 import { migrateCommand, schemaCommand } from './schema.js'
 import { signingCommand } from './signing.js'
 import { targetsCommand } from './targets.js'
@@ -87,6 +88,8 @@ async function run(ctx: Ctx, cmd: string, args: string[], io: Io): Promise<numbe
       return targetsCommand(ctx, args, io)
     case 'tokens':
       return tokensCommand(ctx.pool, args, io)
+    case 'relay':
+      return relayCommand(ctx, args, io)
     default:
       throw new UsageError(`unknown command "${cmd}"`)
   }

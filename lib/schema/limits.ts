@@ -144,3 +144,10 @@ export function targetProblems(target: TargetNumbers, limits: TargetLimits): str
  * and one answer (ids) stay bounded even when a mutation fires many triggers.
  */
 export const MAX_WRITTEN_EVENTS_PER_REQUEST = 50_000
+
+/** Most outbox rows the relay moves in one batch: Actions' own largest delivery batch, so one move never outgrows a drain's. */
+export const MAX_RELAY_BATCH_SIZE = MAX_BATCH_SIZE
+/** Shortest relay poll: below it an idle relay would keep a Contember database busy for nothing (it wakes on LISTEN anyway). */
+export const MIN_RELAY_POLL_MS = 100
+/** Longest relay poll: a lost notification costs at most this, so ten minutes is as long as a stall may last. */
+export const MAX_RELAY_POLL_MS = 600_000

@@ -5,8 +5,10 @@ import { listRefused } from '../../lib/db/relay.js'
 import { createLogger } from '../../lib/log.js'
 import { createRelayMetrics, type RelayMetrics } from '../../lib/metrics/relay.js'
 import { moveBatch } from '../../lib/relay/move.js'
+import { scheduledRelayPass } from '../../lib/relay/once.js'
 import { DEFAULT_RELAY_OPTIONS, startRelay, type Relay, type RelayOptions } from '../../lib/relay/relay.js'
 import { createSignals } from '../../lib/signals.js'
+import { runCli } from '../helpers/cli.js'
 import { haveEngine, startEngine, type Engine, type EngineProject } from '../helpers/contember.js'
 import { freshDatabase, type TestDatabase } from '../helpers/db.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
@@ -212,10 +214,67 @@ describe.skipIf(!engineHere)('the relay from a Contember engine into Actions', (
       `contember_project="${project.slug}"} 2`,
     )
     expect(delivered(a).some(e => e.id === huge)).toBe(false)
+    // The operator's view: `actions relay refused` lists both rows with their reason.
+    const listed = await runCli({ DATABASE_URL: db.url }, ['relay', 'refused', '--project', project.slug])
+    expect(listed.code).toBe(0)
+    for (const r of left)
+      expect(listed.out).toMatch(new RegExp(`^${r.id}  ${project.slug}  ${r.target}  ${r.trigger}  since \\S+  payload of `, 'm'))
     // Later rows still flow past the two left behind.
     const { node } = await createArticle('after the refusal')
     await until('the later article', () => delivered(a).some(e => e.id === node.id))
     expect((await project.outbox()).length).toBe(2)
+  })
+
+  it('moves the outbox in one bounded scheduled pass, as the relay function runs it', async () => {
+    const { node } = await createArticle('scheduled')
+    const config = {
+      RELAY_SOURCES: `${project.slug}=${project.dbUrl}`,
+      RELAY_BATCH_SIZE: 10,
+      DB_STATEMENT_TIMEOUT_MS: 10_000,
+      DB_PREPARED_STATEMENTS: true,
+    }
+    const passed = await scheduledRelayPass({ config, actions: db.pool, log: createLogger('error', () => {}), metrics }, () => 60_000)
+    expect(passed).toEqual([{ project: project.slug, moved: 2, refused: 2 }])
+    // The two rows refused earlier stay; nothing else is left.
+    expect((await project.outbox()).some(r => (r.payload as { id: string }).id === node.id)).toBe(false)
+    const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM actions_event WHERE payload->>'id' = $1`, [node.id])
+    expect(rows[0]?.n).toBe(2)
+  })
+
+  it("imports the variables from the engine's Actions API once, values unprinted", async () => {
+    const secret = 'tok-' + 'z'.repeat(20)
+    await project.actions(`mutation($v: [VariableInput!]!) { setVariables(args: { variables: $v }) { ok } }`, {
+      v: [
+        { name: 'API_TOKEN', value: secret },
+        { name: 'REGION', value: 'eu' },
+      ],
+    })
+    const run = await runCli({ DATABASE_URL: db.url, CONTEMBER_TOKEN: engine.rootToken }, [
+      'relay',
+      'import-variables',
+      project.slug,
+      '--engine',
+      engine.url,
+    ])
+    expect(run).toMatchObject({ code: 0, err: '' })
+    expect(run.out).toBe(`imported 2 variable(s) of ${project.slug} from the engine (mode merge); values are not printed`)
+    const { rows } = await db.pool.query<{ name: string; value: string }>(
+      `SELECT name, value FROM actions_variable WHERE project = $1 ORDER BY name`,
+      [project.slug],
+    )
+    expect(rows).toEqual([
+      { name: 'API_TOKEN', value: secret },
+      { name: 'REGION', value: 'eu' },
+    ])
+    const refused = await runCli({ DATABASE_URL: db.url, CONTEMBER_TOKEN: 'f'.repeat(40) }, [
+      'relay',
+      'import-variables',
+      project.slug,
+      '--engine',
+      engine.url,
+    ])
+    expect(refused.code).toBe(1)
+    expect(refused.err).not.toContain(secret)
   })
 
   it('wakes on the engine notification, long before its poll interval', async () => {

@@ -16,7 +16,7 @@ import { BEARER_ALIAS } from '../../functions/admin.js'
 
 const run = promisify(execFile)
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
-const FUNCTIONS = ['enqueue', 'dispatch', 'sweeper', 'admin'] as const
+const FUNCTIONS = ['enqueue', 'dispatch', 'sweeper', 'admin', 'relay'] as const
 const PACKAGE_TIMEOUT_MS = 180_000
 
 type Fn = (typeof FUNCTIONS)[number]
@@ -210,14 +210,14 @@ const NOT_PARAMS: Record<string, string> = {
 /** Where the template's default deliberately differs from the schema's (the schema's suits local runs and tests). */
 const TEMPLATE_DEFAULTS: Record<string, Partial<Record<Fn, string>>> = {
   // One transaction per enqueue invocation, one sweep at a time: 2 connections each (the connection budget).
-  DB_POOL_MAX: { enqueue: '2', sweeper: '2', admin: '2' },
+  DB_POOL_MAX: { enqueue: '2', sweeper: '2', admin: '2', relay: '2' },
   // On AWS metrics are EMF lines by default; locally and in tests they are off unless asked for.
-  CLOUDWATCH_METRICS: { enqueue: 'true', dispatch: 'true', sweeper: 'true', admin: 'true' },
+  CLOUDWATCH_METRICS: { enqueue: 'true', dispatch: 'true', sweeper: 'true', admin: 'true', relay: 'true' },
   DATABASE_URL_SSM_PARAMETER: Object.fromEntries(FUNCTIONS.map(fn => [fn, '/contember-actions/dev/database-url'])),
 }
 
 describe('osls package --stage dev', () => {
-  it('defines the four functions on nodejs22.x / arm64 with their handlers', () => {
+  it('defines the five functions on nodejs22.x / arm64 with their handlers', () => {
     const fns = ofType(base.template, 'AWS::Lambda::Function')
     expect(fns.map(([id]) => id).sort()).toEqual(FUNCTIONS.map(logicalIdOf).sort())
     for (const fn of FUNCTIONS) {
@@ -291,8 +291,13 @@ describe('osls package --stage dev', () => {
 
   it('runs the sweeper every minute from an EventBridge rule', () => {
     const rules = ofType(base.template, 'AWS::Events::Rule')
-    expect(rules).toHaveLength(1)
-    const [ruleId, rule] = rules[0]!
+    // Two schedules: the sweeper's and the relay's (each rule targets one function).
+    expect(rules).toHaveLength(2)
+    const targetOf = (r: (typeof rules)[number]) => JSON.stringify(r[1].Targets?.map(t => t.Arn))
+    const relayRule = rules.find(r => targetOf(r) === JSON.stringify([getAtt('RelayLambdaFunction', 'Arn')]))
+    expect(relayRule?.[1].ScheduleExpression).toBe('rate(1 minute)')
+    expect(resource(base.template, 'RelayLambdaFunction').ReservedConcurrentExecutions).toBe(1)
+    const [ruleId, rule] = rules.find(r => targetOf(r) === JSON.stringify([getAtt('SweeperLambdaFunction', 'Arn')]))!
     expect(rule.ScheduleExpression).toBe('rate(1 minute)')
     expect(rule.State).toBe('ENABLED')
     expect(rule.Targets?.map(t => t.Arn)).toEqual([getAtt('SweeperLambdaFunction', 'Arn')])
@@ -363,9 +368,9 @@ describe('osls package --stage dev', () => {
   it("caps enqueue by reserved concurrency and sizes each function's pool from its own param", () => {
     const poolOf = (t: Template, fn: Fn) => resource(t, logicalIdOf(fn)).Environment?.Variables?.DB_POOL_MAX
     expect(resource(base.template, 'EnqueueLambdaFunction').ReservedConcurrentExecutions).toBe(10)
-    expect(FUNCTIONS.map(fn => poolOf(base.template, fn))).toEqual(['2', '10', '2', '2'])
+    expect(FUNCTIONS.map(fn => poolOf(base.template, fn))).toEqual(['2', '10', '2', '2', '2'])
     expect(resource(tuned.template, 'EnqueueLambdaFunction').ReservedConcurrentExecutions).toBe(25)
-    expect(FUNCTIONS.map(fn => poolOf(tuned.template, fn))).toEqual(['1', '6', '1', '1'])
+    expect(FUNCTIONS.map(fn => poolOf(tuned.template, fn))).toEqual(['1', '6', '1', '1', '2'])
     expect(resource(base.template, 'AdminLambdaFunction').ReservedConcurrentExecutions).toBe(5)
     expect(resource(tuned.template, 'AdminLambdaFunction').ReservedConcurrentExecutions).toBe(3)
     // The sweeper stays a singleton whatever the params.
@@ -494,7 +499,12 @@ describe('osls package --stage dev', () => {
       if (key in NOT_PARAMS) continue
       // What a cold start would make of an unset variable, and of the template's value (empty means unset there too).
       const fallback: unknown = schema.safeParse(undefined).data
-      for (const fn of FUNCTIONS) {
+      // The relay's settings go to the relay function only: RELAY_SOURCES holds the Contember databases' passwords.
+      const only = key.startsWith('RELAY_')
+      if (only)
+        for (const fn of FUNCTIONS.filter(f => f !== 'relay'))
+          expect(resource(base.template, logicalIdOf(fn)).Environment?.Variables?.[key]).toBeUndefined()
+      for (const fn of only ? (['relay'] as const) : FUNCTIONS) {
         const value = resource(base.template, logicalIdOf(fn)).Environment?.Variables?.[key]
         expect(typeof value, `${fn}: ${key} is not in the template`).toBe('string')
         const expected = TEMPLATE_DEFAULTS[key]?.[fn]
