@@ -97,6 +97,14 @@ export function variableValueProblem(field: string, value: string): string | und
   return undefined
 }
 
+/**
+ * Bytes of one GraphQL answer at most, by default (GRAPHQL_MAX_ANSWER_BYTES). A Lambda function URL
+ * answers at most 6 MB (buffered), and what the answer holds is in memory at least twice (the rows,
+ * the JSON); 5 MiB leaves room for the headers and the envelope. Larger exports belong in SQL or the
+ * REST listings' pages.
+ */
+export const DEFAULT_GRAPHQL_ANSWER_BYTES = 5 * 1024 * 1024
+
 /** The numeric limits a target must respect to be run; `maxTimeoutMs` comes from the configuration. */
 export type TargetLimits = { maxTimeoutMs: number }
 
