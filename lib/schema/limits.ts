@@ -105,6 +105,12 @@ export function variableValueProblem(field: string, value: string): string | und
  */
 export const DEFAULT_GRAPHQL_ANSWER_BYTES = 5 * 1024 * 1024
 
+/** Hosts one target's `allowedHosts` may list at most: an environment per entry, far above any project's. */
+export const MAX_ALLOWED_HOSTS = 100
+
+/** Characters of one allowed host at most: a DNS name's own bound. */
+export const MAX_ALLOWED_HOST_CHARS = 253
+
 /** The numeric limits a target must respect to be run; `maxTimeoutMs` comes from the configuration. */
 export type TargetLimits = { maxTimeoutMs: number }
 
