@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { DEFAULT_RECORD_SETTINGS, type RecordSettings } from './db/health.js'
 import { parseNetworks } from './delivery/egress.js'
 import { describeCause, ValidationError } from './errors.js'
-import { DEFAULT_MAX_TARGET_TIMEOUT_MS, MAX_RELAY_BATCH_SIZE, MAX_RELAY_POLL_MS, MIN_RELAY_POLL_MS } from './schema/limits.js'
+import { DEFAULT_GRAPHQL_ANSWER_BYTES, DEFAULT_MAX_TARGET_TIMEOUT_MS, MAX_RELAY_BATCH_SIZE, MAX_RELAY_POLL_MS, MIN_RELAY_POLL_MS } from './schema/limits.js'
 import { tracingConfigShape } from './tracing/config.js'
 
 const bool = z
@@ -146,6 +146,8 @@ export const configSchema = z.object({
     .min(0, 'expected a fraction from 0 to 1')
     .max(1, 'expected a fraction from 0 to 1')
     .default(0),
+  /** Bytes of one answer of the GraphQL Actions API at most; past it the answer is an error, never cut. */
+  GRAPHQL_MAX_ANSWER_BYTES: positiveInt(DEFAULT_GRAPHQL_ANSWER_BYTES),
   /**
    * CIDR ranges (comma or space separated) the egress guard lets deliveries reach although they are
    * private, loopback or otherwise blocked; empty by default. The local stack and tests allow loopback.

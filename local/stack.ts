@@ -14,6 +14,7 @@ import { storeSchema } from '../lib/db/schemas.js'
 import { closeDeps, createDeps, createSqsClient, sqsEndpointFromEnv } from '../lib/deps.js'
 import type { DrainOptions } from '../lib/dispatch/drain.js'
 import { EnqueueValidationError } from '../lib/enqueue/errors.js'
+import { MAX_TRACEPARENT_CHARS, MAX_TRACESTATE_CHARS } from '../lib/enqueue/request.js'
 import { SchemaValidationError } from '../lib/schema/actions.js'
 import { createSweeperGauges } from '../lib/metrics/registry.js'
 import { createLogger, type Logger, type Sink } from '../lib/log.js'
@@ -412,9 +413,12 @@ function cutShortWhen(stop: () => boolean, context: Context): Context {
  */
 function withTraceHeaders(body: unknown, req: IncomingMessage): unknown {
   const { traceparent, tracestate } = req.headers
-  if (typeof traceparent !== 'string' || typeof body !== 'object' || body === null || Array.isArray(body) || 'traceparent' in body)
-    return body
-  return { ...body, traceparent, ...(typeof tracestate === 'string' ? { tracestate } : {}) }
+  // A header past its bound is ignored, as docs/enqueue.md says of a header that does not parse: as a
+  // body field it would fail the whole request, blaming a field the client never sent.
+  if (typeof traceparent !== 'string' || traceparent.length > MAX_TRACEPARENT_CHARS) return body
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || 'traceparent' in body) return body
+  const state = typeof tracestate === 'string' && tracestate.length <= MAX_TRACESTATE_CHARS ? { tracestate } : {}
+  return { ...body, traceparent, ...state }
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {

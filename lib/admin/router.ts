@@ -32,7 +32,8 @@ const REASONS: Record<number, string> = {
   500: 'Internal Server Error',
 }
 
-const COMMON_HEADERS = { 'cache-control': 'no-store' }
+// nosniff: a browser never reads an answer as anything but its content type (the console's own pages say the same).
+const COMMON_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' }
 
 /** An RFC 9457 problem response (`type: about:blank`, so `title` is the status's reason phrase unless given). */
 export function problem(

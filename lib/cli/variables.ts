@@ -2,7 +2,8 @@ import type pg from 'pg'
 import { z } from 'zod'
 import { variablesJson } from '../admin/shapes.js'
 import { listVariableNames } from '../db/variable-names.js'
-import { fetchVariables, setVariables, type VariablesMode } from '../db/variables.js'
+import { fetchVariables, type VariablesMode } from '../db/variables.js'
+import { setProjectVariables } from '../operate/variables.js'
 import { printDocument, printLines } from './json.js'
 import { parseCommand, UsageError, type Io } from './usage.js'
 
@@ -40,7 +41,8 @@ export async function variablesCommand(pool: pg.Pool, args: string[], io: Io): P
   // a forgotten argument than a wish, so it is refused.
   if (pairs.length === 0)
     throw new UsageError(`variables set: no NAME=VALUE given${mode === 'set' ? ' (--mode set would delete every variable)' : ''}`)
-  await setVariables(pool, project, vars, mode)
+  // The CLI's user is the database's operator: an admin, who may move any target.
+  await setProjectVariables(pool, { project, vars, mode, setter: 'admin' })
   if (io.json) printDocument(io, { project, mode, set: Object.keys(vars).length })
   else io.out(`set ${Object.keys(vars).length} variable(s) of ${project} (mode ${mode})`)
   return 0

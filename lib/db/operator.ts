@@ -63,6 +63,40 @@ export async function pageEvents(db: Queryable, project: string, listing: Listin
   return rows
 }
 
+/** One event of a listing page and the bytes its payload and log take as stored (jsonb as text). */
+export type EventSize = { id: string; bytes: number }
+
+/**
+ * The ids of one page of a listing (as {@link pageEvents} selects and orders them) with each event's
+ * stored payload and log bytes, so an answer's size is known before any payload is read into memory.
+ * jsonb's text has a space after every colon and comma, so this is at least the JSON's size.
+ */
+export async function pageEventSizes(
+  db: Queryable,
+  project: string,
+  listing: Listing,
+  limit: number,
+  offset: number,
+): Promise<EventSize[]> {
+  const { rows } = await db.query<{ id: string; bytes: string }>(
+    `SELECT id, octet_length(payload::text)::bigint + octet_length(log::text) AS bytes
+     FROM actions_event WHERE project = $1 AND ${LISTINGS[listing]} LIMIT $2 OFFSET $3`,
+    [project, limit, offset],
+  )
+  return rows.map(r => ({ id: r.id, bytes: Number(r.bytes) }))
+}
+
+/** Whole rows of the project's events `ids`, in the order of `ids` (an id no longer there is left out). */
+export async function eventsByIds(db: Queryable, project: string, ids: readonly string[]): Promise<EventRow[]> {
+  if (ids.length === 0) return []
+  const { rows } = await db.query<EventRow>(
+    `SELECT *, ${SHOWN_VISIBLE_AT} FROM actions_event WHERE project = $1 AND id = ANY($2::uuid[])`,
+    [project, ids],
+  )
+  const byId = new Map(rows.map(r => [r.id, r]))
+  return ids.flatMap(id => byId.get(id) ?? [])
+}
+
 /** An event id that more than one project uses, given without a project: the operator must name one. */
 export class AmbiguousEventError extends Error {
   override name = 'AmbiguousEventError'

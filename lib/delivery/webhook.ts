@@ -6,6 +6,7 @@ import { networkKind } from '../kinds.js'
 import type { Logger } from '../log.js'
 import type { WebhookTarget } from '../schema/actions.js'
 import { DESTINATION_NOT_ALLOWED, DESTINATION_NOT_ALLOWED_CODE } from './egress.js'
+import { hostAllowed } from './hosts.js'
 import type { Outcome } from '../events.js'
 import { readReply } from './reply.js'
 import { interpretResponse, type HttpResponse } from './response.js'
@@ -56,6 +57,8 @@ export function addressTarget(
     return { ok: false, error: e instanceof UndefinedVariableError ? e.message : 'Invalid URL' }
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, error: 'Unsupported URL scheme' }
+  // The admin's bound on where the target goes, whoever set its variables (lib/delivery/hosts.ts).
+  if (target.allowedHosts && !hostAllowed(url.hostname, target.allowedHosts)) return { ok: false, error: 'URL host not in allowedHosts' }
   const signing = signingKeys(target.signingSecret, variables)
   if (!signing.ok) return { ok: false, error: signing.error }
   // Split once here, as undici's request(url) would split it on every request (the fragment is not sent).

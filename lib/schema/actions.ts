@@ -5,6 +5,8 @@ import {
   DEFAULT_MAX_TARGET_TIMEOUT_MS,
   FORBIDDEN_HEADERS,
   FORBIDDEN_KEYS,
+  MAX_ALLOWED_HOST_CHARS,
+  MAX_ALLOWED_HOSTS,
   MAX_DEPTH,
   MAX_INT32,
   MAX_SCHEMA_BYTES,
@@ -65,6 +67,12 @@ export const webhookTargetSchema = z
     maxInFlight: number.optional(),
     /** Extension (not upstream): requests started per second, across every drain (default: unlimited). */
     maxPerSecond: number.optional(),
+    /**
+     * Extension (not upstream): the hosts the target's URL may reach once its variables are
+     * substituted (exact names, or `*.example.com`); a non-admin may move the host only within them
+     * (lib/delivery/hosts.ts). Unset: the host is the admin's alone.
+     */
+    allowedHosts: z.array(z.string()).optional(),
   })
   .strict()
 
@@ -190,6 +198,10 @@ function prototypeNames(input: unknown): string[] {
   })
 }
 
+/** A host name or IPv4 address, optionally `*.` in front; an IPv6 literal in brackets, as URL writes it. */
+const ALLOWED_HOST =
+  /^(?:\*\.)?[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$|^\[[0-9A-Fa-f:.]+\]$/
+
 function targetBounds(key: string, target: WebhookTarget, limits: TargetLimits): string[] {
   const at = (...rest: string[]) => formatPath(['targets', key, ...rest])
   // The key first: it is the name triggers and dispatch use (and a name problem says the same of it).
@@ -208,6 +220,14 @@ function targetBounds(key: string, target: WebhookTarget, limits: TargetLimits):
     if (/[\r\n]/.test(value))
       problems.push(`${at('headers', HEADER_TOKEN.test(name) ? name : '?')}: a header value cannot contain CR or LF`)
   }
+  const hosts = target.allowedHosts ?? []
+  if (hosts.length > MAX_ALLOWED_HOSTS) problems.push(`${at('allowedHosts')}: at most ${MAX_ALLOWED_HOSTS} hosts`)
+  hosts.slice(0, MAX_ALLOWED_HOSTS).forEach((host, i) => {
+    if (!ALLOWED_HOST.test(host) || host.length > MAX_ALLOWED_HOST_CHARS)
+      problems.push(
+        `${at('allowedHosts', String(i))}: expected a host name, an IP address or *.domain (at most ${MAX_ALLOWED_HOST_CHARS} characters)`,
+      )
+  })
   if (target.body) problems.push(...inspectJson(target.body, ['targets', key, 'body'], { maxDepth: MAX_DEPTH, forbidPrototypeKeys: true }))
   return problems
 }

@@ -97,6 +97,20 @@ export function variableValueProblem(field: string, value: string): string | und
   return undefined
 }
 
+/**
+ * Bytes of one GraphQL answer at most, by default (GRAPHQL_MAX_ANSWER_BYTES). A Lambda function URL
+ * answers at most 6 MB (buffered), and what the answer holds is in memory at least twice (the rows,
+ * the JSON); 5 MiB leaves room for the headers and the envelope. Larger exports belong in SQL or the
+ * REST listings' pages.
+ */
+export const DEFAULT_GRAPHQL_ANSWER_BYTES = 5 * 1024 * 1024
+
+/** Hosts one target's `allowedHosts` may list at most: an environment per entry, far above any project's. */
+export const MAX_ALLOWED_HOSTS = 100
+
+/** Characters of one allowed host at most: a DNS name's own bound. */
+export const MAX_ALLOWED_HOST_CHARS = 253
+
 /** The numeric limits a target must respect to be run; `maxTimeoutMs` comes from the configuration. */
 export type TargetLimits = { maxTimeoutMs: number }
 

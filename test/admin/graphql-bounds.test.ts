@@ -56,10 +56,10 @@ describe('hostile queries', () => {
     ['a syntax error', '{ failedEvents { id }', /Syntax Error/],
   ]
   for (const [what, query, message] of cases) {
-    it(`refuses ${what} with a clear error, at once`, async () => {
+    it(`refuses ${what} with a clear error and HTTP 400, as upstream's engine, at once`, async () => {
       const res = await send({ query })
-      expect(res.status).toBe(200)
-      expect(res.data).toBeUndefined()
+      expect(res.status).toBe(400)
+      expect(res.data).toBeNull()
       expect(res.errors).toHaveLength(1)
       expect(res.errors?.[0]?.message).toMatch(message)
       expect(res.ms).toBeLessThan(500)

@@ -57,7 +57,9 @@ describe('POST /actions/:project over HTTP', () => {
     )
     expect(failed.json).toEqual({ data: { failedEvents: [] } })
     const viewerVars = await post('A', tokens.viewer, LIST)
-    expect(viewerVars.status).toBe(200)
+    // Upstream's engine answers a refused operation 400 with no data; its client then throws "bad request".
+    expect(viewerVars.status).toBe(400)
+    expect(viewerVars.json.data).toBeNull()
     expect(viewerVars.json.errors?.[0]?.extensions?.code).toBe('FORBIDDEN')
     const deployerVars = await post('A', tokens.deployer, LIST)
     expect(deployerVars.json).toEqual({ data: { variables: [{ name: 'KEY', value: '[redacted]' }] } })
@@ -78,7 +80,8 @@ describe('POST /actions/:project over HTTP', () => {
 
   it('answers a body that is not a GraphQL request 400', async () => {
     const res = await post('A', tokens.viewer, '')
-    expect(res.status).toBe(200) // an empty document is a GraphQL request with a syntax error
+    expect(res.status).toBe(400) // an empty document is a GraphQL request with a syntax error, 400 as upstream answers it
+    expect(res.json).toMatchObject({ data: null, errors: [{ extensions: { code: 'GRAPHQL_PARSE_FAILED' } }] })
     const bad = await fetch(`${local.stack.url}/actions/A`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens.viewer}` },

@@ -220,7 +220,7 @@ describe('limits of the event listings', () => {
       [{ offset: 1_000_001 }, 'args.offset'],
     ] as const) {
       const res = await gql(token('viewer'), FAILED_EVENTS, vars)
-      expect(res.status).toBe(200)
+      expect(res.status).toBe(400)
       expect(res.data).toBeNull()
       expect(res.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT')
       expect(res.errors?.[0]?.message).toContain(path)

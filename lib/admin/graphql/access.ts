@@ -1,11 +1,12 @@
-// Who may run which operation (upstream's ActionsPermissionsFactory, with the viewer role the
-// issue adds): the route only checked that the caller may view the project; each resolver asks here.
+// Who may run which operation (upstream's ActionsPermissionsFactory, with a viewer role added): the
+// route only checked that the caller may view the project; each resolver asks here.
 import { GraphQLError } from 'graphql'
 import type { Deps } from '../../deps.js'
+import type { AnswerBudget } from './budget.js'
 import type { Principal, Role } from '../types.js'
 
-/** What every resolver gets: the deps, the caller, and the project of the URL. */
-export type GraphqlContext = { deps: Deps; principal: Principal; project: string }
+/** What every resolver gets: the deps, the caller, the project of the URL, and the bytes the answer may still take. */
+export type GraphqlContext = { deps: Deps; principal: Principal; project: string; budget: AnswerBudget }
 
 /** A root field's resolver: graphql-js calls it with the field's arguments and the context. */
 export type Resolver = (args: unknown, ctx: GraphqlContext) => Promise<unknown>
@@ -15,7 +16,8 @@ export type Action = 'events.view' | 'events.retry' | 'events.stop' | 'events.pr
 
 const GRANTS: Record<Role, ReadonlySet<Action>> = {
   admin: new Set(['events.view', 'events.retry', 'events.stop', 'events.process', 'variables.view', 'variables.set']),
-  deployer: new Set(['events.view', 'variables.view', 'variables.set']),
+  // As upstream: a deployer sets up an environment's variables and reads no events.
+  deployer: new Set(['variables.view', 'variables.set']),
   viewer: new Set(['events.view']),
 }
 

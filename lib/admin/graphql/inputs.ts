@@ -35,12 +35,23 @@ export const eventArgs = z
   })
   .transform(a => a.args)
 
+/**
+ * A `UUID` argument as upstream's scalar takes it: the usual form, or its 32 hex digits without dashes
+ * (upstream's client and engine accept both and find the same event), given on in the usual form.
+ */
+const uuid = z
+  .string()
+  .transform(s =>
+    /^[0-9a-f]{32}$/i.test(s) ? `${s.slice(0, 8)}-${s.slice(8, 12)}-${s.slice(12, 16)}-${s.slice(16, 20)}-${s.slice(20)}` : s,
+  )
+  .pipe(z.uuid())
+
 /** event / stopEvent: `id: UUID!`. */
-export const uuidArg = z.object({ id: z.uuid() })
+export const uuidArg = z.object({ id: uuid })
 
 /** retryEvent: `id: UUID!` and `force` (an extension: also a delivered or stopped event), false when not given. */
 export const retryArgs = z.object({
-  id: z.uuid(),
+  id: uuid,
   force: z
     .boolean()
     .nullish()

@@ -1,6 +1,6 @@
 // The resolvers of the Actions API, as the root value: each checks the caller's role for its
 // operation, validates its arguments with zod, and does what the CLI's matching command does.
-import { getEvent, pageEvents, type Listing } from '../../db/operator.js'
+import { eventsByIds, getEvent, pageEventSizes, type Listing } from '../../db/operator.js'
 import { fetchVariables } from '../../db/variables.js'
 import type { EventRow } from '../../events.js'
 import { retryOne } from '../../operate/retry.js'
@@ -10,6 +10,7 @@ import { wakeProject } from '../../operate/types.js'
 import { REDACTED, type Redactor } from '../../text.js'
 import { attemptJson } from '../shapes.js'
 import { requireAccess, seesValues, userError, type Action, type GraphqlContext, type Resolver } from './access.js'
+import { spend } from './budget.js'
 import { eventArgs, parseArgs, retryArgs, uuidArg } from './inputs.js'
 import { setVariablesResolver } from './variables.js'
 
@@ -41,7 +42,17 @@ function listing(which: Listing): Resolver {
   return async (args, ctx) => {
     requireAccess(ctx.principal, 'events.view')
     const { limit, offset } = parseArgs(eventArgs, args)
-    const rows = await pageEvents(ctx.deps.db, ctx.project, which, limit, offset)
+    // The page's stored bytes are spent before a payload is read: an answer past its bound reads none.
+    const sizes = await pageEventSizes(ctx.deps.db, ctx.project, which, limit, offset)
+    spend(
+      ctx.budget,
+      sizes.reduce((sum, s) => sum + s.bytes, 0),
+    )
+    const rows = await eventsByIds(
+      ctx.deps.db,
+      ctx.project,
+      sizes.map(s => s.id),
+    )
     const redact = await projectRedactor(ctx)
     return rows.map(row => eventOut(row, redact))
   }
@@ -51,7 +62,10 @@ const event: Resolver = async (args, ctx) => {
   requireAccess(ctx.principal, 'events.view')
   const { id } = parseArgs(uuidArg, args)
   const row = await getEvent(ctx.deps.db, ctx.project, id)
-  return row ? eventOut(row, await projectRedactor(ctx)) : null
+  if (!row) return null
+  // One event is bounded (a payload of 256 KiB, a log of maxAttempts entries), but it counts too.
+  spend(ctx.budget, Buffer.byteLength(JSON.stringify(row.payload)) + Buffer.byteLength(JSON.stringify(row.log)))
+  return eventOut(row, await projectRedactor(ctx))
 }
 
 const variables: Resolver = async (_args, ctx) => {

@@ -1,7 +1,7 @@
 // setVariables: upstream's three modes, written as `actions variables set --mode …` writes them.
-import { setVariables } from '../../db/variables.js'
+import { setProjectVariables } from '../../operate/variables.js'
 import { ValidationError } from '../../errors.js'
-import { requireAccess, userError, type Resolver } from './access.js'
+import { requireAccess, seesValues, userError, type Resolver } from './access.js'
 import { parseArgs, setVariablesArgs } from './inputs.js'
 
 /**
@@ -15,9 +15,10 @@ export const setVariablesResolver: Resolver = async (args, ctx) => {
   // fromEntries defines own properties, so a name like __proto__ is a key, never the prototype.
   const vars = Object.fromEntries(variables.map(v => [v.name, v.value]))
   try {
-    await setVariables(ctx.deps.db, ctx.project, vars, mode)
+    const setter = seesValues(ctx.principal) ? 'admin' : 'non-admin'
+    await setProjectVariables(ctx.deps.db, { project: ctx.project, vars, mode, setter })
   } catch (e) {
-    // Its problems name fields and limits only (lib/schema/limits.ts assertNames).
+    // Its problems name fields, targets and limits only (lib/schema/limits.ts, lib/operate/variables.ts).
     if (e instanceof ValidationError) throw userError(e.problems.join('; '), 'BAD_USER_INPUT')
     throw e
   }

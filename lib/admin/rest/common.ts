@@ -5,6 +5,7 @@ import { ValidationError } from '../../errors.js'
 import { wakeProject, type SignalOutcome } from '../../operate/types.js'
 import { SignalError } from '../../signals.js'
 import { EVENT_STATES } from '../shapes.js'
+import { textProblem } from '../../schema/json.js'
 import { MAX_NAME_BYTES, nameProblem } from '../../schema/limits.js'
 import { ProblemError, type RouteContext } from '../types.js'
 import type { EventState } from '../../events.js'
@@ -40,6 +41,9 @@ export function queryOf<T>(ctx: RouteContext, schema: z.ZodType<T>): T {
   const out: Record<string, string> = {}
   for (const [key, value] of ctx.query) {
     if (key in out) throw new ProblemError(400, 'Bad request', `query parameter ${key.slice(0, 64)} is given more than once`)
+    // NUL or a lone surrogate reaches Postgres as a failed statement (a 500): refused here, as in a path or body.
+    const bad = textProblem(key) ?? textProblem(value)
+    if (bad) throw new ProblemError(400, 'Bad request', `query parameter ${key.slice(0, 64).replace(/[^\x20-\x7e]/g, '?')} ${bad}`)
     out[key] = value
   }
   return schema.parse(out)

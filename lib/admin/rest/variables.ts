@@ -2,7 +2,8 @@
 // either with ?mode=append-only-missing, and DELETE …/variables/:name.
 import { z } from 'zod'
 import { deleteVariable, listVariableNames } from '../../db/variable-names.js'
-import { setVariables, type VariablesMode } from '../../db/variables.js'
+import type { VariablesMode } from '../../db/variables.js'
+import { setProjectVariables } from '../../operate/variables.js'
 import { MAX_VARIABLE_CHARS } from '../../schema/limits.js'
 import { variablesJson } from '../shapes.js'
 import type { Route, RouteContext } from '../types.js'
@@ -27,7 +28,8 @@ const write = (mode: VariablesMode) => async (ctx: RouteContext) => {
   const project = projectOf(ctx)
   const q = queryOf(ctx, modeQuery)
   const { variables } = variablesBody.parse(ctx.body)
-  await validated(() => setVariables(ctx.deps.db, project, variables, q.mode ?? mode))
+  const setter = ctx.principal.kind === 'system' || ctx.principal.role === 'admin' ? 'admin' : 'non-admin'
+  await validated(() => setProjectVariables(ctx.deps.db, { project, vars: variables, mode: q.mode ?? mode, setter }))
   return names(ctx, project)
 }
 
