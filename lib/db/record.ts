@@ -49,15 +49,18 @@ export type RecordedRow = {
 }
 
 /**
- * Where the recorded rows are: each outcome's row found through the primary key, one probe per id, and
- * updated by its place in the heap (a TID list, as the claim's update in lib/db/claim.ts). Joined by
- * id alone, the planner hashed the outcomes over a sequential scan of the whole table whenever the
- * table was small and the record large (a few hundred outcomes on the bench's 20,000 rows;
- * test/db/record-plan.test.ts); `id = ANY(...)` alone became a filter on that scan. A row changed by
- * another statement after this one's snapshot is left out, as the fence would leave it: every writer
- * of an event in flight (release, stop, retention, a claim after its lease) changes its state or lease.
+ * Where each outcome's row is (`row_at`): found through the primary key, one probe per outcome, and
+ * updated by its place in the heap, as the claim's update is (lib/db/claim.ts): by the TID list
+ * (`AT_ROWS`) and each outcome's own TID. Joined by id alone, the planner hashed the outcomes over a
+ * sequential scan of the whole table whenever the table was small and the record large (a few hundred
+ * outcomes on the bench's 20,000 rows; test/db/record-plan.test.ts), and `id = ANY(...)` became a
+ * filter on that scan. A row changed by another statement after this one's snapshot is left out, as
+ * the fence would leave it: every writer of an event in flight (release, stop, retention, a claim
+ * after its lease ran out) changes its state or lease.
  */
-const AT_IDS = `e.ctid = ANY(ARRAY(SELECT (SELECT x.ctid FROM actions_event x WHERE x.id = i.id) FROM unnest($ids::uuid[]) AS i(id)))`
+const ROW_AT = (u: string) => `(SELECT x.ctid FROM actions_event x WHERE x.id = ${u}.id AND x.project = ${u}.project) AS row_at`
+/** The outcomes' rows by their TIDs: a TID list, and each outcome's own TID (no rescan of the list per outcome). */
+const AT_ROWS = `e.ctid = ANY(ARRAY(SELECT row_at FROM u)) AND e.ctid = u.row_at`
 
 // The attempt would be the event's last (upstream: failed once it has had maxAttempts attempts).
 const LAST = `(NOT u.ok AND e.num_retries + 1 >= u.max_attempts)`
@@ -157,7 +160,7 @@ export const RECORD = named<RecordParams>()(
            bool_or(r.ok OR r.kind IN ('rejected', 'final')) OVER w AND NOT bool_or(coalesce(r.code = 410, false)) OVER w AS answered,
            bool_or(coalesce(r.code = 410, false)) OVER w AS gone,
            max(r.detail) OVER w AS misconfigured,
-           h.failing_since AS run_since, h.paused_reason AS was_paused, h.project IS NOT NULL AS known
+           h.failing_since AS run_since, h.paused_reason AS was_paused, h.project IS NOT NULL AS known, ${ROW_AT('r')}
     FROM unnest($ids::uuid[], $leases::timestamptz[], $ok::bool[], $entries::jsonb[], $max_attempts::int[], $interval_ms::int[], $projects::text[], $targets::text[],
                 $codes::int[], $batches::int[], $attempts::int[], $retry_after_ms::float8[], $retry_at::timestamptz[], $kinds::text[], $details::text[], $split_to::int[])
          AS r(id, lease, ok, entry, max_attempts, interval_ms, project, target, code, batch, attempts, retry_after_ms, retry_at, kind, detail, split_to)
@@ -181,7 +184,7 @@ export const RECORD = named<RecordParams>()(
       batch_cap = CASE WHEN ${SPLIT} THEN least(u.split_to, coalesce(e.batch_cap, u.split_to)) WHEN u.ok THEN NULL ELSE e.batch_cap END,
       last_state_change = now()
     FROM u
-    WHERE ${AT_IDS} AND e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
+    WHERE ${AT_ROWS} AND e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed,
               NOT u.ok AND e.state = 'retrying' AND e.num_retries >= u.max_attempts AS held
   ),
@@ -250,11 +253,14 @@ export const RECORD_OK = named<{
     'progress',
     'projects',
   ],
-  `WITH ev AS (
+  `WITH u AS MATERIALIZED (
+    SELECT u.*, ${ROW_AT('u')} FROM unnest($ids::uuid[], $leases::timestamptz[], $projects::text[]) AS u(id, lease, project)
+  ),
+  ev AS (
     UPDATE actions_event e SET num_retries = e.num_retries + 1, state = 'succeed', resolved_at = now(),
       lease_until = NULL, first_failed_at = NULL, last_state_change = now()
-    FROM unnest($ids::uuid[], $leases::timestamptz[], $projects::text[]) AS u(id, lease, project)
-    WHERE ${AT_IDS} AND e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
+    FROM u
+    WHERE ${AT_ROWS} AND e.id = u.id AND e.project = u.project AND ${PROCESSING} AND e.lease_until = u.lease
     RETURNING e.id, e.state, e.num_retries, e.project, e.target, e.trigger, e.order_key IS NOT NULL AS keyed
   ),
   -- The targets' health rows as the statement began (grouped: an upsert may touch a row only once).

@@ -94,7 +94,7 @@ describe('recording outcomes on a small table', () => {
     const many = [...some, ...Array.from({ length: n - some.length }, () => crypto.randomUUID())]
     const lease = many.map((_, i) => leases[i % leases.length])
     for (const [sql, params] of [
-      [RECORD_OK_SQL, [many, lease, ['p'], ['t'], 5, 30_000, 900_000, true, many.map(() => 'p')]],
+      [RECORD_OK_SQL, [many, lease, ['p'], ['t'], [n], 5, 0.9, 60_000, 30_000, 900_000, true, many.map(() => 'p')]],
       [RECORD_SQL, recordParamsFor(many, lease)],
     ] as const) {
       const p = await plan(sql, [...params])
@@ -104,3 +104,54 @@ describe('recording outcomes on a small table', () => {
     }
   })
 })
+
+// The statements are prepared, and a cached generic plan expects ten outcomes: a TID list alone then
+// became a nested loop that fetched every listed row once per outcome (quadratic: 350 outcomes, 122,500
+// row reads; the bench's batchSize 50 drain fell from 4,300 to 570 events/s). Each outcome carries its
+// own row's TID, so whatever the plan, each row is read once.
+describe('the record of successes with its generic plan', () => {
+  it('reads each recorded row once', async () => {
+    const c = await db.pool.connect()
+    const literal = (xs: readonly string[]) => c.escapeLiteral(`{${xs.map(x => `"${x}"`).join(',')}}`)
+    try {
+      await c.query(
+        `PREPARE record_ok(uuid[], timestamptz[], text[], text[], int[], int, float8, int, int, int, bool, text[]) AS ${RECORD_OK_SQL}`,
+      )
+      await c.query('BEGIN')
+      await c.query('SET LOCAL plan_cache_mode = force_generic_plan')
+      // In flight again (an earlier test recorded them), within this transaction only.
+      await c.query(
+        `UPDATE actions_event e SET state = 'processing', resolved_at = NULL, lease_until = u.lease
+         FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, lease) WHERE e.id = u.id`,
+        [ids, leases],
+      )
+      const args = [
+        literal(ids),
+        literal(leases.map(l => l.toISOString())),
+        `'{p}'`,
+        `'{t}'`,
+        `'{${ids.length}}'`,
+        5,
+        0.9,
+        60_000,
+        30_000,
+        900_000,
+        true,
+        literal(ids.map(() => 'p')),
+      ]
+      const { rows } = await c.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE record_ok(${args.join(', ')})`,
+      )
+      const scans = nodes(rows[0]!['QUERY PLAN'][0]!.Plan).filter(n => n['Node Type'] === 'Tid Scan' && n.Alias === 'e')
+      expect(scans).toHaveLength(1)
+      const read = scans.reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0)
+      expect(read).toBe(ids.length)
+    } finally {
+      await c.query('ROLLBACK')
+      c.release()
+    }
+  })
+})
+
+type PlanNode = { 'Node Type': string; Alias?: string; 'Actual Rows'?: number; 'Actual Loops'?: number; Plans?: PlanNode[] }
+const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)]
