@@ -1,4 +1,10 @@
-import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs'
+import {
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  SendMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs'
 import { describeCause } from './errors.js'
 
 /** SQS allows at most this delay on a message. */
@@ -12,7 +18,23 @@ export type Signals = {
   send(project: string, delaySeconds?: number): Promise<void>
   /** Sends `count` signals for each project, ten to a request. */
   sendMany(entries: Array<{ project: string; count: number }>): Promise<void>
+  /**
+   * Takes up to `max` (at most 10) signals waiting now, without a long poll, hidden from other
+   * consumers for `visibilitySeconds`: a dispatch invocation that only waits for requests in flight
+   * serves them itself (lib/dispatch/projects.ts). Absent where the queue cannot be read.
+   */
+  take?(max: number, visibilitySeconds: number): Promise<TakenSignal[]>
+  /** Deletes taken signals whose work is done. */
+  done?(receipts: readonly string[]): Promise<void>
 }
+
+/** A signal taken from the queue: its body as sent, and the handle that deletes it. */
+export type TakenSignal = { body: string; receipt: string }
+
+/** Most messages one ReceiveMessage or DeleteMessageBatch call handles (an SQS limit). */
+const SQS_BATCH_MAX = 10
+/** Longest an SQS message may stay hidden (an SQS limit: 12 hours). */
+const MAX_VISIBILITY_SECONDS = 43_200
 
 /** Thrown when the queue refused or did not answer; its cause is the SDK error's name and code (SDK messages may quote the queue URL). */
 export class SignalError extends Error {
@@ -52,6 +74,31 @@ export function createSignals(sqs: SQSClient, queueUrl: string): Signals {
           )
           if (out.Failed?.length) throw new Error(`${out.Failed.length} of ${chunk.length} signals refused`)
         })
+      }
+    },
+    take: async (max, visibilitySeconds) => {
+      let taken: TakenSignal[] = []
+      await wrap('a request for signals', async () => {
+        const out = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: Math.max(1, Math.min(SQS_BATCH_MAX, Math.trunc(max))),
+            WaitTimeSeconds: 0,
+            VisibilityTimeout: Math.max(1, Math.min(MAX_VISIBILITY_SECONDS, Math.ceil(visibilitySeconds))),
+          }),
+        )
+        taken = (out.Messages ?? []).flatMap(m => (m.ReceiptHandle ? [{ body: m.Body ?? '', receipt: m.ReceiptHandle }] : []))
+      })
+      return taken
+    },
+    done: async receipts => {
+      for (let i = 0; i < receipts.length; i += SQS_BATCH_MAX) {
+        const chunk = receipts.slice(i, i + SQS_BATCH_MAX)
+        await wrap('signal deletions', () =>
+          sqs.send(
+            new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: chunk.map((r, j) => ({ Id: String(j), ReceiptHandle: r })) }),
+          ),
+        )
       }
     },
   }

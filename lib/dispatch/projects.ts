@@ -2,6 +2,9 @@ import type { Deps } from '../deps.js'
 import { SpanKind } from '@opentelemetry/api'
 import { spanIds } from '../tracing/tracing.js'
 import { startDrain, type DrainOptions, type DrainResult, type StartedDrain } from './drain.js'
+import { serveTakenSignals, type DrainOutcome, type YieldingDrains } from './take-signals.js'
+
+export { parseSignal } from './signal-body.js'
 
 /**
  * How soon every project of an invocation should have started delivering, whatever the pool allows
@@ -52,30 +55,56 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
     const fair = Math.min(configured, Math.max(MIN_SLICE_MS, share))
     return () => (queue.waiting() === 0 ? configured : fair)
   }
-  const finishing = new Set<Promise<unknown>>()
-  const done: Array<Promise<readonly [string, unknown] | undefined>> = []
+  const drains = yieldingDrains(deps, opts)
   await queue.map(async project => {
-    while (finishing.size >= MAX_YIELDED_DRAINS) await Promise.race(finishing)
-    const drain = tracedDrain(deps, project, { ...opts, sliceMs: sliceFrom(performance.now()) })
-    const outcome = drain.done.then(
-      result => {
-        deps.log.debug('Drain finished', { project, ...result })
-        return undefined
-      },
-      (error: unknown) => {
-        deps.metrics.forProject(project).crashed()
-        deps.log.error('Dispatch of a project crashed; its signal will be redelivered', { project, error })
-        return [project, error] as const
-      },
-    )
-    done.push(outcome)
-    await drain.yielded
-    // Its place is free; until its last requests are recorded it counts against MAX_YIELDED_DRAINS.
-    finishing.add(outcome)
-    void outcome.finally(() => finishing.delete(outcome))
+    await drains.start(project, sliceFrom(performance.now()))
   })
-  const outcomes = await Promise.all(done)
+  // Every place is free; while the signalled drains' last requests are in flight, more signals are served.
+  await serveTakenSignals(deps, opts, drains, parallel)
+  const outcomes = await drains.outcomes()
   return new Map(outcomes.filter(o => o !== undefined))
+}
+
+function yieldingDrains(deps: Deps, opts: DrainOptions): YieldingDrains {
+  const finishing = new Set<Promise<DrainOutcome>>()
+  const signalled = new Set<Promise<DrainOutcome>>()
+  const all: Array<Promise<DrainOutcome>> = []
+  const reported: Array<Promise<DrainOutcome>> = []
+  return {
+    async start(project, sliceMs, taken = false) {
+      while (finishing.size >= MAX_YIELDED_DRAINS) await Promise.race(finishing)
+      const drain = tracedDrain(deps, project, { ...opts, sliceMs })
+      const outcome = drain.done.then(
+        (result): DrainOutcome => {
+          deps.log.debug('Drain finished', { project, ...result })
+          return undefined
+        },
+        (error: unknown): DrainOutcome => {
+          deps.metrics.forProject(project).crashed()
+          deps.log.error('Dispatch of a project crashed; its signal will be redelivered', { project, error })
+          return [project, error] as const
+        },
+      )
+      all.push(outcome)
+      // A taken signal's crash leaves the signal undeleted (it comes back); the batch's records are not its.
+      if (!taken) reported.push(outcome)
+      await drain.yielded
+      // Its place is free; until its last requests are recorded it counts against MAX_YIELDED_DRAINS.
+      finishing.add(outcome)
+      if (!taken) signalled.add(outcome)
+      void outcome.finally(() => {
+        finishing.delete(outcome)
+        signalled.delete(outcome)
+      })
+      // Wrapped: an async function returning the promise itself would wait for it.
+      return { outcome }
+    },
+    signalledFinishing: () => (signalled.size > 0 ? Promise.race(signalled) : undefined),
+    outcomes: async () => {
+      await Promise.all(all)
+      return Promise.all(reported)
+    },
+  }
 }
 
 /** One drain, in an `actions.dispatch` consumer span when tracing is on: the project and what the drain came to. */
@@ -101,25 +130,6 @@ function tracedDrain(deps: Deps, project: string, opts: DrainOptions): StartedDr
     return result
   })
   return { yielded: place, done: done.finally(yielded) }
-}
-
-/** The project named by a signal body `{"project":"…"}`, or undefined when the body is not one. */
-export function parseSignal(body: string): string | undefined {
-  try {
-    const parsed: unknown = JSON.parse(body)
-    if (
-      typeof parsed === 'object' &&
-      parsed !== null &&
-      'project' in parsed &&
-      typeof parsed.project === 'string' &&
-      parsed.project.length > 0
-    ) {
-      return parsed.project
-    }
-  } catch {
-    // falls through: not JSON
-  }
-  return undefined
 }
 
 /** Maps with at most `limit` calls in flight, keeping the input order; `waiting` counts the items not started yet. */
