@@ -29,6 +29,7 @@ const MIGRATIONS = [
   '015_event_trace.sql',
   '016_key_index_unresolved.sql',
   '017_lease_outside_indexes.sql',
+  '023_console_trends_and_listings.sql',
 ]
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
@@ -41,7 +42,7 @@ async function atMigrationsBefore(first: string, body: (empty: TestDatabase) => 
     const earlier = (await readdir(MIGRATIONS_DIR)).filter(f => f < first)
     for (const f of earlier) await copyFile(join(MIGRATIONS_DIR, f), join(before, f))
     await empty.pool.query(
-      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_target_minute, actions_migration; DROP TYPE actions_event_state',
     )
     expect(await migrate(empty.pool, `${before}/`)).toHaveLength(earlier.length)
     await body(empty)
@@ -69,7 +70,7 @@ describe('migrations', () => {
     const empty = await freshDatabase()
     try {
       await empty.pool.query(
-        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_migration; DROP TYPE actions_event_state',
+        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_target_minute, actions_migration; DROP TYPE actions_event_state',
       )
       expect(await migrate(empty.pool)).toEqual(MIGRATIONS)
       expect(await migrate(empty.pool)).toEqual([])
@@ -110,7 +111,7 @@ describe('migrations', () => {
         ).rows
       const stored = await snapshot()
 
-      expect(await migrate(empty.pool)).toEqual(['017_lease_outside_indexes.sql'])
+      expect(await migrate(empty.pool)).toEqual(MIGRATIONS.filter(m => m >= '017'))
       const after = await empty.pool.query<{ trigger: string; lease_until: string | null; failed: boolean; due: boolean }>(
         `SELECT trigger, lease_until::text, failed_at = resolved_at AS failed, ${DUE} AS due FROM actions_event ORDER BY seq`,
       )
