@@ -92,37 +92,66 @@ export type TrendRow = {
 }
 
 /**
- * The minutes of the last 24 h of a project's targets (of one, when `target` is given), oldest first.
- * The primary key's range: at most TREND_MINUTES rows per target.
+ * Most targets one trends answer carries series for: a day of minutes is 1,440 points a target, so
+ * 25 targets keep an answer near a megabyte and a read near 36,000 rows. The rest are named in
+ * `targetsLeftOut`; `?target=` reads any one of them.
  */
-export const TREND_READ = named<{ project: string; target: string | null; minutes: number }>()(
-  ['project', 'target', 'minutes'],
+export const MAX_TREND_TARGETS = 25
+
+/**
+ * The minutes of the last 24 h of the given targets of a project, oldest first: one range of the
+ * primary key per target, at most TREND_MINUTES rows each.
+ */
+export const TREND_READ = named<{ project: string; targets: string[]; minutes: number }>()(
+  ['project', 'targets', 'minutes'],
   `SELECT target, minute, requests, delivered, failed_attempts, events_failed, duration_counts
    FROM actions_target_minute
-   WHERE project = $project AND ($target::text IS NULL OR target = $target::text)
+   WHERE project = $project AND target = ANY($targets::text[])
      AND minute > date_trunc('minute', now()) - $minutes::int * interval '1 minute'
    ORDER BY target, minute`,
 )
 
-/** The trend rows of the last TREND_MINUTES minutes, and the database's current minute. */
-export async function readTrends(db: Queryable, project: string, target?: string): Promise<{ rows: TrendRow[]; now: Date }> {
+/**
+ * The project's own series is stored as a target named '' (no target can be: names are never empty),
+ * summed by the recorder as it writes its targets' rows, so the Projects page reads 1,440 rows a
+ * project, not 1,440 per target.
+ */
+export const PROJECT_SERIES = ''
+
+/** The targets' rows, the project's series, and the database's current minute. */
+export async function readTrends(
+  db: Queryable,
+  project: string,
+  targets: readonly string[],
+): Promise<{ rows: TrendRow[]; total: TrendRow[]; now: Date }> {
   const [data, clock] = await Promise.all([
-    db.query<TrendRow>(TREND_READ.text, TREND_READ.values({ project, target: target ?? null, minutes: TREND_MINUTES })),
+    db.query<TrendRow>(TREND_READ.text, TREND_READ.values({ project, targets: [PROJECT_SERIES, ...targets], minutes: TREND_MINUTES })),
     db.query<{ now: Date }>(`SELECT date_trunc('minute', now()) AS now`),
   ])
-  return { rows: data.rows, now: clock.rows[0]?.now ?? new Date() }
+  return {
+    rows: data.rows.filter(r => r.target !== PROJECT_SERIES),
+    total: data.rows.filter(r => r.target === PROJECT_SERIES),
+    now: clock.rows[0]?.now ?? new Date(),
+  }
 }
 
-/** When each target of a project last made a request (its newest minute, kept by the trim), by target. */
-export const TREND_LAST = named<{ project: string }>()(
-  ['project'],
-  `SELECT target, max(minute) AS minute FROM actions_target_minute WHERE project = $project GROUP BY target`,
+/**
+ * When each of the given targets last made a request: one backward probe of the primary key per
+ * target (the trim keeps each target's newest minute, so this reaches back past the day).
+ */
+export const TREND_LAST = named<{ project: string; targets: string[] }>()(
+  ['project', 'targets'],
+  `SELECT t.target, (SELECT max(m.minute) FROM actions_target_minute m WHERE m.project = $project AND m.target = t.target) AS minute
+   FROM unnest($targets::text[]) AS t(target)`,
 )
 
 /** The minute of each target's last request; a target missing from the map never sent one. */
-export async function readLastRequests(db: Queryable, project: string): Promise<Map<string, Date>> {
-  const { rows } = await db.query<{ target: string; minute: Date }>(TREND_LAST.text, TREND_LAST.values({ project }))
-  return new Map(rows.map(r => [r.target, r.minute]))
+export async function readLastRequests(db: Queryable, project: string, targets: readonly string[]): Promise<Map<string, Date>> {
+  const { rows } = await db.query<{ target: string; minute: Date | null }>(
+    TREND_LAST.text,
+    TREND_LAST.values({ project, targets: [...targets] }),
+  )
+  return new Map(rows.flatMap(r => (r.minute ? [[r.target, r.minute] as const] : [])))
 }
 
 /**

@@ -1,10 +1,10 @@
 // What one record statement adds to the per-target trend (lib/db/trends.ts): summed in memory from
 // the rows it changed, so the rollup costs one small upsert per record statement, never one per event.
 import type { AttemptRecord, RecordedRow } from '../db/record.js'
-import { bucketOf, TREND_BUCKETS_MS, type TrendAdd } from '../db/trends.js'
+import { bucketOf, PROJECT_SERIES, TREND_BUCKETS_MS, type TrendAdd } from '../db/trends.js'
 
 /**
- * The additions of one record write. Only rows the statement changed count (an attempt whose lease
+ * The additions of one record write, per target and per project. Only rows the statement changed count (an attempt whose lease
  * was lost is not the record's). A request is one batch (`batch`, or each record alone without one),
  * its duration the batch's.
  */
@@ -39,5 +39,18 @@ export function trendAdds(rows: readonly RecordedRow[], written: ReadonlyMap<str
     if (!record.outcome.ok) add.failedAttempts++
     if (row.state === 'failed') add.eventsFailed++
   }
-  return [...byTarget.values()]
+  // Each project's own series (PROJECT_SERIES): the sum of its targets' additions.
+  const projects = new Map<string, TrendAdd>()
+  for (const add of byTarget.values()) {
+    const sum = projects.get(add.project)
+    if (!sum) projects.set(add.project, { ...add, target: PROJECT_SERIES, durationCounts: [...add.durationCounts] })
+    else {
+      sum.requests += add.requests
+      sum.delivered += add.delivered
+      sum.failedAttempts += add.failedAttempts
+      sum.eventsFailed += add.eventsFailed
+      add.durationCounts.forEach((n, i) => (sum.durationCounts[i] = (sum.durationCounts[i] ?? 0) + n))
+    }
+  }
+  return [...byTarget.values(), ...projects.values()]
 }

@@ -3,7 +3,7 @@
 // validate them (lib/admin/openapi.ts), so a body the document allows is a body the route takes.
 import { COUNTED_RESOLVED_EVENTS } from '../../db/admin-events.js'
 import { FAILED_COUNT_CAP } from '../../db/admin-recent.js'
-import { TREND_BUCKETS_MS, TREND_MINUTES } from '../../db/trends.js'
+import { MAX_TREND_TARGETS, TREND_BUCKETS_MS, TREND_MINUTES } from '../../db/trends.js'
 import { EVENT_STATES } from '../shapes.js'
 
 type Schema = Record<string, unknown>
@@ -172,7 +172,12 @@ export const responseSchemas: Record<string, Schema> = {
     minutes: { const: TREND_MINUTES },
     bucketsMs: { type: 'array', items: int, description: `Upper bounds of the duration buckets: ${TREND_BUCKETS_MS.join(', ')}.` },
     project: ref('TrendSeries'),
-    targets: { type: 'array', items: ref('TrendSeries') },
+    targets: { type: 'array', items: ref('TrendSeries'), maxItems: MAX_TREND_TARGETS },
+    targetsLeftOut: {
+      type: 'integer',
+      minimum: 0,
+      description: `Targets past the first ${MAX_TREND_TARGETS} by name, left out (?target= reads one).`,
+    },
   }),
   OpenApiDocument: { type: 'object', required: ['openapi', 'paths'] },
 }

@@ -23,9 +23,9 @@ async function listTargets(ctx: RouteContext) {
   const health = new Map((await listTargetHealth(ctx.deps.db, project)).map(h => [h.target, h]))
   const backlog = await readTargetBacklog(ctx.deps.db, project)
   const recent = await readTargetOutcomes(ctx.deps.db, project)
-  const last = await readLastRequests(ctx.deps.db, project)
   // A health row of a target the schema no longer has is still shown: it may be paused, and resume clears it.
   const all = [...new Set([...names, ...health.keys()])].sort()
+  const last = await readLastRequests(ctx.deps.db, project, all)
   return {
     status: 200,
     body: {

@@ -1,9 +1,11 @@
 // GET …/trends: each target's last 24 h per minute (deliveries, failed attempts, events failed,
 // request-duration p50 and p99) from the recorder's rollup (lib/db/trends.ts), and the project's sum.
 import { z } from 'zod'
-import { readTrends, TREND_BUCKETS_MS, TREND_MINUTES, type TrendRow } from '../../db/trends.js'
+import { listTargetHealth } from '../../db/pauses.js'
+import { getCurrentSchema } from '../../db/schemas.js'
+import { MAX_TREND_TARGETS, readTrends, TREND_BUCKETS_MS, TREND_MINUTES, type TrendRow } from '../../db/trends.js'
 import type { Route, RouteContext } from '../types.js'
-import { nameSchema, projectOf, queryOf } from './common.js'
+import { nameSchema, notFound, projectOf, queryOf } from './common.js'
 
 /** One minute of a series; minutes without a request are left out (read them as zeros). */
 export type TrendPointJson = {
@@ -29,7 +31,10 @@ export type TrendsJson = {
   /** Upper bounds of the duration buckets the quantiles are read from; beyond the last, the last is shown. */
   bucketsMs: readonly number[]
   project: TrendSeriesJson
+  /** One series per target (of the schema, and any with a health row), at most MAX_TREND_TARGETS, by name. */
   targets: TrendSeriesJson[]
+  /** Targets past MAX_TREND_TARGETS, whose series this answer leaves out (`?target=` reads one). */
+  targetsLeftOut: number
 }
 
 /**
@@ -48,9 +53,7 @@ export function quantileMs(counts: readonly number[], q: number): number | null 
   return TREND_BUCKETS_MS.at(-1) ?? null
 }
 
-type Minute = Omit<TrendRow, 'target' | 'minute'>
-
-const point = (minute: Date, m: Minute): TrendPointJson => ({
+const point = (minute: Date, m: TrendRow): TrendPointJson => ({
   minute: minute.toISOString(),
   requests: m.requests,
   delivered: m.delivered,
@@ -60,37 +63,24 @@ const point = (minute: Date, m: Minute): TrendPointJson => ({
   p99Ms: quantileMs(m.duration_counts, 0.99),
 })
 
-/** The series of the rows (ordered by target, minute), and their sum per minute. */
-export function trendsJson(rows: readonly TrendRow[], now: Date): TrendsJson {
-  const byTarget = new Map<string, TrendPointJson[]>()
-  const total = new Map<number, Minute>()
-  for (const r of rows) {
-    let points = byTarget.get(r.target)
-    if (!points) byTarget.set(r.target, (points = []))
-    points.push(point(r.minute, r))
-    const at = r.minute.getTime()
-    const sum = total.get(at)
-    total.set(
-      at,
-      sum
-        ? {
-            requests: sum.requests + r.requests,
-            delivered: sum.delivered + r.delivered,
-            failed_attempts: sum.failed_attempts + r.failed_attempts,
-            events_failed: sum.events_failed + r.events_failed,
-            duration_counts: sum.duration_counts.map((n, i) => n + (r.duration_counts[i] ?? 0)),
-          }
-        : { ...r, duration_counts: [...r.duration_counts] },
-    )
-  }
-  const minutes = [...total].sort(([a], [b]) => a - b)
+/** The series of each target (rows ordered by target, minute; every target named gets one) and the project's sum. */
+export function trendsJson(
+  rows: readonly TrendRow[],
+  total: readonly TrendRow[],
+  targets: readonly string[],
+  now: Date,
+  leftOut = 0,
+): TrendsJson {
+  const byTarget = new Map<string, TrendPointJson[]>(targets.map(t => [t, []]))
+  for (const r of rows) byTarget.get(r.target)?.push(point(r.minute, r))
   return {
     from: new Date(now.getTime() - (TREND_MINUTES - 1) * 60_000).toISOString(),
     to: now.toISOString(),
     minutes: TREND_MINUTES,
     bucketsMs: TREND_BUCKETS_MS,
-    project: { target: null, points: minutes.map(([at, m]) => point(new Date(at), m)) },
+    project: { target: null, points: total.map(r => point(r.minute, r)) },
     targets: [...byTarget].map(([target, points]) => ({ target, points })),
+    targetsLeftOut: leftOut,
   }
 }
 
@@ -99,8 +89,13 @@ const trendsQuery = z.object({ target: nameSchema.optional() }).strict()
 async function trends(ctx: RouteContext) {
   const project = projectOf(ctx)
   const q = queryOf(ctx, trendsQuery)
-  const { rows, now } = await readTrends(ctx.deps.db, project, q.target)
-  return { status: 200, body: trendsJson(rows, now) }
+  const current = await getCurrentSchema(ctx.deps.db, project)
+  if (!current) throw notFound('no actions schema is stored for this project')
+  const health = await listTargetHealth(ctx.deps.db, project)
+  const all = q.target ? [q.target] : [...new Set([...Object.keys(current.schema.targets), ...health.map(h => h.target)])].sort()
+  const shown = all.slice(0, MAX_TREND_TARGETS)
+  const { rows, total, now } = await readTrends(ctx.deps.db, project, shown)
+  return { status: 200, body: trendsJson(rows, total, shown, now, all.length - shown.length) }
 }
 
 /** The trends route. */
