@@ -63,6 +63,7 @@ export const canOf = (w: Whoami): Can => ({
 // shape fails the console's type check instead of drifting from it.
 import type { TargetJson } from '../../lib/admin/shapes.js'
 export type { EventJson, TargetJson } from '../../lib/admin/shapes.js'
+export type { TrendPointJson as TrendPoint, TrendsJson as Trends, TrendSeriesJson as TrendSeries } from '../../lib/admin/rest/trends.js'
 export type { AttemptJson as Attempt, EventDetailJson as EventDetail, StatsJson as Stats } from '../../lib/admin/shapes.js'
 /** GET …/targets: the targets, and what their `recent` outcomes are counted over. */
 export type Targets = { targets: TargetJson[]; recentWindow: { seconds: number; maxEvents: number; limitReached: boolean } }

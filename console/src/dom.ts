@@ -1,6 +1,6 @@
 // DOM building without HTML parsing: every text from the API goes in through text nodes, so a
 // payload holding `<img onerror=…>` or `</script>` shows as the characters it is.
-type Child = Node | string | number | null | undefined | false
+export type Child = Node | string | number | null | undefined | false
 type Attrs = Record<string, string | boolean | ((e: Event) => void) | undefined>
 
 /** An element with attributes (on… keys become listeners) and children (strings become text nodes). */
@@ -43,9 +43,33 @@ export function age(seconds: number | null | undefined): string {
   return `${Math.round(seconds / 86_400)} d`
 }
 
-/** An ISO time as the browser's local time, or a dash. */
-export function when(iso: string | null | undefined): string {
-  return iso ? new Date(iso).toLocaleString() : '—'
+/** An ISO time in UTC, to the second, with its zone said: `2026-12-04 01:37:56 UTC`. */
+export function utc(iso: string): string {
+  return `${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`
+}
+
+/** How long ago `iso` was, by this browser's clock: "3 min ago", "in 20 s" for a time ahead. */
+export function ago(iso: string, now = Date.now()): string {
+  const s = (now - new Date(iso).getTime()) / 1000
+  return s >= 0 ? `${age(s)} ago` : `in ${age(-s)}`
+}
+
+/**
+ * A time as UTC with its relative age, in a <time> element whose age {@link refreshAges} updates in
+ * place (a page whose data did not change is not redrawn, so its ages must move on their own).
+ */
+export function when(iso: string | null | undefined): HTMLElement | string {
+  if (!iso) return '—'
+  return h('time', { datetime: iso, title: utc(iso) }, `${utc(iso)} (${ago(iso)})`)
+}
+
+/** Brings every age drawn by {@link when} under `root` up to now, touching nothing else. */
+export function refreshAges(root: ParentNode): void {
+  for (const t of root.querySelectorAll('time[datetime]')) {
+    const iso = t.getAttribute('datetime') ?? ''
+    const text = `${utc(iso)} (${ago(iso)})`
+    if (t.textContent !== text) t.textContent = text
+  }
 }
 
 /** A table inside a scrolling wrapper, so a narrow screen scrolls it instead of the page. */

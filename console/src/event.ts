@@ -1,18 +1,19 @@
-// One event: its payload pretty-printed, its meta, every attempt (status, duration, the stored
-// response excerpt), and retry and stop for roles that may. All of it as text.
+// One event: a line of what matters, its payload pretty-printed (above the fold: what an operator
+// copies out), its meta, every attempt (status, duration, the stored response excerpt), and retry
+// and stop for roles that may. All of it as text. A refresh redraws only when the event changed.
 import { api, projectPath, type Attempt, type EventDetail } from './api.js'
-import { h, stateBadge, table, when } from './dom.js'
-import { at, confirmed, failed, keepingFocus, link, show, type PageContext } from './page.js'
+import { h, stateBadge, table, when, type Child } from './dom.js'
+import { at, confirmed, failed, keepingFocus, link, show, unchanged, type PageContext } from './page.js'
 
 function meta(e: EventDetail): HTMLDListElement {
-  const pairs: Array<[string, string | number]> = [
+  const pairs: Array<[string, Child]> = [
     ['State', e.state],
     ['Target', e.target],
     ['Trigger', e.trigger],
     ['Attempts', e.attempts],
     ['Created', when(e.createdAt)],
     ['Last change', when(e.lastStateChange)],
-    ['Due', when(e.visibleAt)],
+    ['Due at', when(e.visibleAt)],
     ['Resolved', when(e.resolvedAt)],
     ['Transaction', e.transactionId],
     ['Stage', e.stage ?? '—'],
@@ -25,7 +26,7 @@ function meta(e: EventDetail): HTMLDListElement {
   return h(
     'dl',
     { 'aria-label': 'Meta' },
-    ...pairs.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, k === 'State' ? stateBadge(String(v)) : v)]),
+    ...pairs.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, k === 'State' ? stateBadge(e.state) : v)]),
   )
 }
 
@@ -46,16 +47,18 @@ function attemptRow(a: Attempt, i: number): HTMLTableRowElement {
 export async function eventPage(ctx: PageContext, id: string): Promise<void> {
   const title = `Event ${id}`
   const path = `${projectPath(ctx.project)}/events/${encodeURIComponent(id)}`
-  const draw = async () => {
+  const same = unchanged()
+  const draw = async (force = false) => {
     try {
       const e = await api<EventDetail>('GET', path)
+      if (same(e) && !force) return
       const act = (verb: 'retry' | 'stop') =>
         confirmed(
           verb === 'retry' ? 'Retry' : 'Stop',
           () => `${verb === 'retry' ? 'Retry' : 'Stop'} event ${id}?`,
           async () => {
             await api('POST', `${path}/${verb}`)
-            await draw()
+            await draw(true)
             return verb === 'retry' ? 'Retried: it is due now.' : 'Stopped.'
           },
           verb === 'stop',
@@ -65,9 +68,17 @@ export async function eventPage(ctx: PageContext, id: string): Promise<void> {
         title,
         h('p', {}, link(`← Events of ${ctx.project}`, `${at(ctx.project)}/events`)),
         ctx.can.admin ? h('div', { class: 'actions' }, act('retry'), act('stop')) : '',
-        meta(e),
+        h(
+          'p',
+          { class: 'summary' },
+          stateBadge(e.state),
+          ` ${e.target} · ${e.trigger} · ${e.attempts} attempt${e.attempts === 1 ? '' : 's'} · changed `,
+          when(e.lastStateChange),
+        ),
         h('h2', {}, 'Payload'),
         h('pre', { class: 'payload' }, JSON.stringify(e.payload, null, 2)),
+        h('h2', {}, 'Meta'),
+        meta(e),
         h('h2', {}, `Attempts${e.logDropped ? ` (${e.logDropped} between the first and the last not kept)` : ''}`),
         table(['#', 'Status', 'Duration', 'Error', 'Response'], e.log.map(attemptRow)),
       )
@@ -77,5 +88,5 @@ export async function eventPage(ctx: PageContext, id: string): Promise<void> {
   }
   await draw()
   // A retried event changes within seconds: the page follows it.
-  ctx.every(3000, () => keepingFocus(ctx.root, draw))
+  ctx.every(3000, () => keepingFocus(ctx.root, () => draw()))
 }

@@ -11,6 +11,7 @@ import { targetsPage } from './targets.js'
 
 const root = document.getElementById('app') as HTMLElement
 let timers: number[] = []
+let leaving: Array<() => void> = []
 let me: Whoami | undefined
 
 function login(message = ''): void {
@@ -50,6 +51,8 @@ function chrome(w: Whoami): void {
 async function route(): Promise<void> {
   for (const t of timers) clearInterval(t)
   timers = []
+  for (const fn of leaving) fn()
+  leaving = []
   if (!me) return
   chrome(me)
   const [path = '', search = ''] = location.hash.slice(1).split('?')
@@ -63,6 +66,7 @@ async function route(): Promise<void> {
     project: parts[1] ?? '',
     query: new URLSearchParams(search),
     every: (ms, fn) => void timers.push(window.setInterval(() => void fn(), ms)),
+    onLeave: fn => void leaving.push(fn),
   }
   say('')
   if (parts[0] === 'p' && parts[2] === 'targets') return targetsPage(ctx)

@@ -1,6 +1,6 @@
 // What every page gets, and the few helpers they share: a status line, confirmed writes, links.
 import { ApiError, type Can } from './api.js'
-import { h, replace } from './dom.js'
+import { h, refreshAges, replace } from './dom.js'
 
 /** A page's inputs: where to draw, what the caller may do, the route's project and query. */
 export type PageContext = {
@@ -10,6 +10,8 @@ export type PageContext = {
   query: URLSearchParams
   /** Registers a timer the router clears when the page is left. */
   every(ms: number, fn: () => Promise<void>): void
+  /** Registers what the router runs when the page is left (charts free their listeners). */
+  onLeave(fn: () => void): void
 }
 
 /** Says something in the status line (read out by screen readers). */
@@ -59,11 +61,58 @@ function identity(el: Element): string {
   return `${el.tagName}|${el.getAttribute('href') ?? ''}|${el.textContent ?? ''}|${key ?? ''}`
 }
 
-/** Runs a periodic redraw without losing the keyboard user's place: the focused control is focused again after it. */
+/** True while the user has text selected inside `root` (a refresh then waits: redrawing would drop it). */
+export function selecting(root: HTMLElement): boolean {
+  const sel = document.getSelection()
+  if (!sel || sel.isCollapsed || sel.rangeCount === 0) return false
+  return root.contains(sel.getRangeAt(0).commonAncestorContainer)
+}
+
+const PAUSED = 'Refresh paused while text is selected; clear the selection to resume.'
+let paused = false
+
+/** The boxes that scroll on their own (payloads, responses, wide tables), by position. */
+const scrollers = (root: HTMLElement) => [...root.querySelectorAll<HTMLElement>('pre, .table-wrap')]
+
+/**
+ * Runs a periodic redraw without losing the user's place. While text is selected on the page it
+ * does not run at all (the status line says so); otherwise the focused control is focused again and
+ * every scrolling box keeps its offset. A page's `redraw` itself leaves the page alone when its data
+ * did not change ({@link unchanged}), so most refreshes touch nothing but the ages.
+ */
 export async function keepingFocus(root: HTMLElement, redraw: () => Promise<void>): Promise<void> {
+  if (selecting(root)) {
+    paused = true
+    return say(PAUSED)
+  }
+  if (paused) {
+    paused = false
+    if (document.getElementById('status')?.textContent === PAUSED) say('')
+  }
   const active = document.activeElement
   const before = active && active !== root && root.contains(active) ? identity(active) : undefined
+  const offsets = scrollers(root).map(el => [el.scrollTop, el.scrollLeft] as const)
   await redraw()
+  refreshAges(root)
+  scrollers(root).forEach((el, i) => {
+    const [top, left] = offsets[i] ?? [0, 0]
+    if (el.scrollTop !== top) el.scrollTop = top
+    if (el.scrollLeft !== left) el.scrollLeft = left
+  })
   if (before === undefined) return
   for (const el of root.querySelectorAll<HTMLElement>('a, button, input, select')) if (identity(el) === before) return el.focus()
+}
+
+/**
+ * A page's memory of what it last drew: true when `data` is what the last draw showed, so the
+ * refresh can leave the page as it is (selection, scroll, open details and all).
+ */
+export function unchanged(): (data: unknown) => boolean {
+  let last: string | undefined
+  return data => {
+    const text = JSON.stringify(data)
+    if (text === last) return true
+    last = text
+    return false
+  }
 }

@@ -1,39 +1,48 @@
-// Projects: each project the caller may see, with its backlog, recent failures, paused targets and
-// dispatch heartbeat, refreshed every few seconds without a reload.
-import { api, projectPath, type Stats, type TargetJson } from './api.js'
-import { age, h, replace, when } from './dom.js'
+// Projects: each project the caller may see, with its backlog, recent failures, paused targets,
+// dispatch heartbeat and a chart of its last 24 h, refreshed every few seconds without a reload. Each
+// card stays where it is across refreshes: its figures are redrawn, its chart is fed in place.
+import { api, projectPath, type Stats, type TargetJson, type Trends } from './api.js'
+import { trendCharts } from './charts.js'
+import { age, h, replace, utc, when } from './dom.js'
 import { at, errorText, keepingFocus, link, show, type PageContext } from './page.js'
 
 /** How often the page refreshes: an operator watching a backlog drain sees it move. */
 const REFRESH_MS = 5000
 
-async function card(project: string): Promise<HTMLElement> {
-  const p = projectPath(project)
-  const [stats, targets] = await Promise.all([
-    api<Stats>('GET', `${p}/stats`),
-    api<{ targets: TargetJson[] }>('GET', `${p}/targets`).catch(() => ({ targets: [] })),
-  ])
-  const paused = targets.targets.filter(t => t.state === 'paused')
+type Card = { el: HTMLElement; body: HTMLElement; charts: ReturnType<typeof trendCharts> }
+
+function figures(project: string, stats: Stats, targets: TargetJson[]): HTMLElement {
+  const paused = targets.filter(t => t.state === 'paused')
   // The API counts them (the failed index over 24 h, capped): "10000+" past the cap.
   const failedCount = `${stats.failedLast24h}${stats.failedLast24hCapped ? '+' : ''}`
   return h(
+    'dl',
+    {},
+    // "Due" as the Targets page counts it: every due event; the part a pause holds is said beside it.
+    h('dt', {}, 'Due'),
+    h('dd', { 'data-field': 'due' }, stats.due),
+    h('dt', {}, 'of them at paused targets'),
+    h('dd', { 'data-field': 'due-paused' }, stats.dueAtPausedTargets),
+    h('dt', {}, 'Oldest due'),
+    h('dd', {}, age(stats.due ? stats.oldestDueAgeSeconds : null)),
+    h('dt', {}, 'Failed (24 h)'),
+    h('dd', { 'data-field': 'failed' }, link(failedCount, `${at(project)}/events?state=failed`)),
+    h('dt', {}, 'Last progress'),
+    h('dd', {}, when(stats.lastProgressAt)),
+    h('dt', {}, 'Paused targets'),
+    h('dd', { 'data-field': 'paused' }, paused.length ? '' : 'none', ...paused.map(pausedLine)),
+  )
+}
+
+function newCard(project: string): Card {
+  const body = h('div')
+  const chartBox = h('div', { class: 'trends' })
+  const el = h(
     'section',
     { class: 'card', 'aria-label': project, 'data-project': project },
     h('h2', {}, link(project, `${at(project)}/targets`)),
-    h(
-      'dl',
-      {},
-      h('dt', {}, 'Due'),
-      h('dd', { 'data-field': 'due' }, stats.due),
-      h('dt', {}, 'Oldest due'),
-      h('dd', {}, age(stats.due ? stats.oldestDueAgeSeconds : null)),
-      h('dt', {}, 'Failed (24 h)'),
-      h('dd', { 'data-field': 'failed' }, link(failedCount, `${at(project)}/events?state=failed`)),
-      h('dt', {}, 'Last progress'),
-      h('dd', {}, stats.lastProgressAt ? `${when(stats.lastProgressAt)} (${age(stats.lastProgressAgeSeconds)} ago)` : '—'),
-      h('dt', {}, 'Paused targets'),
-      h('dd', { 'data-field': 'paused' }, paused.length ? '' : 'none', ...paused.map(pausedLine)),
-    ),
+    body,
+    chartBox,
     h(
       'p',
       {},
@@ -44,6 +53,22 @@ async function card(project: string): Promise<HTMLElement> {
       link('Schema', `${at(project)}/schema`),
     ),
   )
+  return { el, body, charts: trendCharts(chartBox) }
+}
+
+async function fill(project: string, card: Card): Promise<void> {
+  const p = projectPath(project)
+  try {
+    const [stats, targets, trends] = await Promise.all([
+      api<Stats>('GET', `${p}/stats`),
+      api<{ targets: TargetJson[] }>('GET', `${p}/targets`).catch(() => ({ targets: [] })),
+      api<Trends>('GET', `${p}/trends`),
+    ])
+    replace(card.body, figures(project, stats, targets.targets))
+    card.charts.update(trends, [trends.project])
+  } catch (e) {
+    replace(card.body, h('p', { class: 'error' }, errorText(e)))
+  }
 }
 
 const pausedLine = (t: TargetJson) => h('div', { class: 'paused' }, h('strong', {}, t.target), `: paused, ${t.pause?.label ?? '?'}`)
@@ -53,12 +78,32 @@ export async function projectsPage(ctx: PageContext): Promise<void> {
   const list = h('div', { class: 'cards' })
   const stamp = h('p', { class: 'status' })
   show(ctx.root, 'Projects', stamp, list)
+  const cards = new Map<string, Card>()
+  ctx.onLeave(() => {
+    for (const c of cards.values()) c.charts.destroy()
+  })
   const draw = async () => {
     try {
       const { projects } = await api<{ projects: string[] }>('GET', '/v1/projects')
-      const cards = await Promise.all(projects.map(p => card(p).catch(e => h('section', { class: 'card error' }, `${p}: ${errorText(e)}`))))
-      replace(list, ...(cards.length ? cards : ['No project has a schema yet.']))
-      stamp.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every ${REFRESH_MS / 1000} s.`
+      for (const [name, c] of cards)
+        if (!projects.includes(name)) {
+          c.charts.destroy()
+          c.el.remove()
+          cards.delete(name)
+        }
+      const shown = projects.map(name => {
+        let c = cards.get(name)
+        if (!c) cards.set(name, (c = newCard(name)))
+        return c
+      })
+      // Appending an element already in place moves nothing; a new one lands in its sorted place.
+      if (shown.length === 0) replace(list, 'No project has a schema yet.')
+      else if (list.firstChild && !(list.firstChild instanceof HTMLElement)) replace(list)
+      shown.forEach((c, i) => {
+        if (list.children[i] !== c.el) list.insertBefore(c.el, list.children[i] ?? null)
+      })
+      await Promise.all(shown.map((c, i) => fill(projects[i] ?? '', c)))
+      stamp.textContent = `Updated ${utc(new Date().toISOString())}; refreshes every ${REFRESH_MS / 1000} s.`
     } catch (e) {
       stamp.textContent = errorText(e)
     }

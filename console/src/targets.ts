@@ -1,9 +1,10 @@
 // Targets of a project: state in words (running; paused: down / needs operator, since, next probe),
 // the backlog, the recent success rate, the failure run; pause and resume behind a confirmation, for
 // roles that may.
-import { api, projectPath, type TargetJson, type Targets } from './api.js'
-import { age, h, stateBadge, table, when } from './dom.js'
-import { at, confirmed, failed, keepingFocus, link, show, type PageContext } from './page.js'
+import { api, projectPath, type TargetJson, type Targets, type Trends } from './api.js'
+import { trendCharts } from './charts.js'
+import { age, h, replace, stateBadge, table, when, type Child } from './dom.js'
+import { at, confirmed, errorText, keepingFocus, link, show, type PageContext } from './page.js'
 
 const REFRESH_MS = 5000
 
@@ -17,8 +18,10 @@ function stateCell(t: TargetJson): HTMLTableCellElement {
     stateBadge('paused'),
     t.pause.kind === 'misconfigured' ? ` ${why}: ${t.pause.label}` : ` ${why}`,
     h('br'),
-    `since ${when(t.pause.since)}`,
-    t.pause.probeAt ? `, next probe ${when(t.pause.probeAt)}` : '',
+    'since ',
+    when(t.pause.since),
+    t.pause.probeAt ? ', next probe ' : '',
+    t.pause.probeAt ? when(t.pause.probeAt) : '',
   )
 }
 
@@ -62,31 +65,44 @@ function row(ctx: PageContext, t: TargetJson, redraw: () => Promise<void>): HTML
       t.inSchema ? '' : ' (not in schema)',
     ),
     stateCell(t),
-    h('td', {}, t.due),
+    h('td', { 'data-field': 'due' }, t.due),
     h('td', {}, age(t.due ? t.oldestDueAgeSeconds : null)),
     rateCell(t),
-    h(
-      'td',
-      { class: 'hide-narrow' },
-      t.consecutiveFailures ? `${t.consecutiveFailures} failed in a row since ${when(t.failingSince)}` : 'last batch ok',
-    ),
+    h('td', { class: 'hide-narrow', 'data-field': 'run' }, ...failureRun(t)),
     h('td', {}, ctx.can.admin ? (t.state === 'paused' ? act('resume') : act('pause')) : ''),
   )
+}
+
+/** The failure run in words: failing since when, or the last batch's time, or that it never sent one. */
+function failureRun(t: TargetJson): Child[] {
+  if (t.consecutiveFailures) return [`${t.consecutiveFailures} failed in a row since `, when(t.failingSince)]
+  if (!t.lastRequestAt) return ['never sent']
+  return ['last batch ok, ', when(t.lastRequestAt)]
 }
 
 /** What the success column is computed over, as the API says it. */
 function windowNote(w: Targets['recentWindow']): string {
   const span = w.seconds % 3600 === 0 ? `${w.seconds / 3600} h` : `${Math.round(w.seconds / 60)} min`
   const cut = w.limitReached ? ` (only the newest ${w.maxEvents} of the project: more were resolved)` : ''
-  return `Success: events delivered of those resolved in the last ${span}, stopped ones not counted${cut}.`
+  return `Due: events whose time has come and that no delivery holds, at a paused target too. Success: events delivered of those resolved in the last ${span}, stopped ones not counted${cut}.`
 }
 
-/** Draws the Targets page of ctx.project, refreshed every few seconds. */
+/** Draws the Targets page of ctx.project, refreshed every few seconds; the charts are fed in place. */
 export async function targetsPage(ctx: PageContext): Promise<void> {
   const title = `Targets of ${ctx.project}`
+  const list = h('div')
+  const note = h('p', { class: 'count' })
+  const chartBox = h('div', { class: 'trends', 'aria-label': 'Trends of the last 24 h' })
+  show(ctx.root, title, list, note, h('h2', {}, 'Last 24 h, per minute (UTC)'), chartBox)
+  const charts = trendCharts(chartBox)
+  ctx.onLeave(() => charts.destroy())
   const draw = async () => {
     try {
-      const { targets, recentWindow } = await api<Targets>('GET', `${projectPath(ctx.project)}/targets`)
+      const p = projectPath(ctx.project)
+      const [{ targets, recentWindow }, trends] = await Promise.all([
+        api<Targets>('GET', `${p}/targets`),
+        api<Trends>('GET', `${p}/trends`),
+      ])
       const head: Array<string | [string, string]> = [
         'Target',
         'State',
@@ -96,17 +112,21 @@ export async function targetsPage(ctx: PageContext): Promise<void> {
         ['Failure run', 'hide-narrow'],
         '',
       ]
-      show(
-        ctx.root,
-        title,
+      replace(
+        list,
         table(
           head,
           targets.map(t => row(ctx, t, draw)),
         ),
-        h('p', { class: 'count' }, windowNote(recentWindow)),
+      )
+      note.textContent = windowNote(recentWindow)
+      const byTarget = new Map(trends.targets.map(s => [s.target, s]))
+      charts.update(
+        trends,
+        targets.map(t => byTarget.get(t.target) ?? { target: t.target, points: [] }),
       )
     } catch (e) {
-      failed(ctx.root, title, e)
+      replace(list, h('p', { class: 'error', role: 'alert' }, errorText(e)))
     }
   }
   await draw()

@@ -200,6 +200,17 @@ const OPERATIONS: Operation[] = [
   },
   {
     method: 'get',
+    path: `${P}/trends`,
+    id: 'getTrends',
+    summary:
+      'Per minute of the last 24 h, per target and for the project: requests, deliveries, failed attempts, events failed, p50/p99 duration',
+    need: 'view',
+    query: [queryParam('target', name, 'Only this target’s series (the project series then covers it alone).')],
+    ok: [200, 'Trends'],
+    errors: READ,
+  },
+  {
+    method: 'get',
     path: '/v1/whoami',
     id: 'whoami',
     summary: 'The caller: system, or a token’s project and role (the console shows only what the role may do)',

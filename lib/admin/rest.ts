@@ -6,6 +6,7 @@ import { eventRoutes } from './rest/events.js'
 import { schemaRoutes } from './rest/schema.js'
 import { statsRoutes } from './rest/stats.js'
 import { targetRoutes } from './rest/targets.js'
+import { trendRoutes } from './rest/trends.js'
 import { variableRoutes } from './rest/variables.js'
 import { whoamiRoutes } from './rest/whoami.js'
 import type { Route } from './types.js'
@@ -26,6 +27,7 @@ export const restRoutes: Route[] = [
   ...schemaRoutes,
   ...variableRoutes,
   ...statsRoutes,
+  ...trendRoutes,
   ...whoamiRoutes,
   openApiRoute,
 ]

@@ -137,6 +137,8 @@ export type TargetJson = {
   failingSince: string | null
   due: number
   oldestDueAgeSeconds: number
+  /** The minute of its last request (batch posted), null when it never sent one (lib/db/trends.ts keeps it). */
+  lastRequestAt: string | null
   /** Its events resolved in the last hour (lib/db/admin-recent.ts): delivered, failed for good, and the share delivered. */
   recent: RecentJson
 }
@@ -158,6 +160,7 @@ export function targetJson(
   health: TargetHealth | undefined,
   backlog?: TargetBacklog,
   recent?: TargetOutcomes,
+  lastRequest?: Date,
 ): TargetJson {
   const reason = health?.paused_reason ?? null
   return {
@@ -172,6 +175,7 @@ export function targetJson(
     failingSince: iso(health?.failing_since ?? null),
     due: backlog?.due ?? 0,
     oldestDueAgeSeconds: backlog?.oldestDueAgeSeconds ?? 0,
+    lastRequestAt: iso(lastRequest ?? null),
     recent: recentJson(recent),
   }
 }
@@ -191,7 +195,12 @@ export type StatsInput = { project: string } & ProjectStats
 export type StatsJson = {
   project: string
   counts: Record<EventState, number>
+  /** False when succeed, failed and stopped were counted over the newest COUNTED_RESOLVED_EVENTS only (lower bounds). */
+  countsComplete: boolean
+  /** Every due event of the project, whatever its target: the sum of the Targets page's "Due". */
   due: number
+  /** Of those, the ones at paused targets: they wait for a probe or an operator, not for dispatch. */
+  dueAtPausedTargets: number
   oldestDueAgeSeconds: number
   /** Events in state failed whose failure (last state change) is under 24 h old, at most FAILED_COUNT_CAP. */
   failedLast24h: number
@@ -207,7 +216,9 @@ export function statsJson(s: StatsInput): StatsJson {
   return {
     project: s.project,
     counts: { created: 0, retrying: 0, processing: 0, succeed: 0, failed: 0, stopped: 0, ...counts },
+    countsComplete: s.countsComplete,
     due: s.due,
+    dueAtPausedTargets: s.duePaused,
     oldestDueAgeSeconds: s.oldestDueAgeSeconds,
     failedLast24h: s.failedRecent,
     failedLast24hCapped: s.failedRecent >= FAILED_COUNT_CAP,

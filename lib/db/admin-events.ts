@@ -2,8 +2,7 @@
 // backlogs and the numbers of GET …/stats. Operator listings of lib/db/operator.ts stay as they are.
 import type { EventRow, EventState } from '../events.js'
 import { FAILED_COUNT_CAP, FAILED_RECENT_SQL, FAILED_WINDOW_SECONDS } from './admin-recent.js'
-import { DUE_BACKLOG_SQL } from './backlog.js'
-import { DUE } from './due.js'
+import { DUE, unresolved } from './due.js'
 import { SHOWN_VISIBLE_AT } from './operator.js'
 import type { Queryable } from './pool.js'
 import { named } from './sql.js'
@@ -47,28 +46,57 @@ type PageParams = {
   error_chars: number
 }
 
+// The columns a listing row carries, and its page key: a resolved event's last change is its
+// resolution (every statement that resolves an event sets resolved_at and last_state_change to the
+// same now()), so `change` is last_state_change for every row, read from the column its branch's
+// index orders by.
+const LISTED = (change: string) => `id, project, state, target, trigger, num_retries, created_at, last_state_change, ${SHOWN_VISIBLE_AT},
+          resolved_at, left(log -> -1 ->> 'errorMessage', $error_chars) AS last_error, ${change} AS change`
+
+// The filter every branch shares, on its own page key.
+const FILTERED = (change: string) => `project = $project
+     AND ($state::actions_event_state IS NULL OR state = $state::actions_event_state)
+     AND ($target::text IS NULL OR target = $target::text)
+     AND ($since::timestamptz IS NULL OR ${change} >= $since::timestamptz)
+     AND ($until::timestamptz IS NULL OR ${change} < $until::timestamptz)
+     AND ($after_us::int8 IS NULL
+          OR (${change}, id) < (timestamptz 'epoch' + $after_us::int8 * interval '1 microsecond', $after_id::uuid))`
+
 /**
  * Newest change first, keyset-paginated on (last_state_change, id): a page after the millionth event
  * costs what the first does, and events changing between pages move to the top without shifting the
- * others: no event is skipped or repeated for it. The cursor's time travels as exact microseconds (a JS Date holds only
- * milliseconds). No state has an index on the change time (one would cost every state change a
- * write, and keep the claim from being a HOT update: migration 017), so a page reads the project's rows
- * of the state, under the statement timeout.
+ * others: no event is skipped or repeated for it. The cursor's time travels as exact microseconds (a
+ * JS Date holds only milliseconds). No index may hold last_state_change or state (the claim writes
+ * both, and must stay a HOT update: migration 017), so the page is the newest of three branches, each
+ * on an index of columns the claim never writes, each stopping at the page's size:
+ * - unresolved events (the due index: the project's backlog, read whole and sorted);
+ * - failed ones, by failed_at (actions_event_failed_idx), which is their resolution;
+ * - other resolved ones, by resolved_at (actions_event_resolved_page_idx, or
+ *   actions_event_target_page_idx with a target: migration 023).
+ * A branch the state filter rules out is not run. A rare state among many (`stopped` among millions
+ * delivered) reads resolved rows until the page fills, under the statement timeout.
  */
 export const EVENT_PAGE = named<PageParams>()(
   ['project', 'state', 'target', 'since', 'until', 'after_us', 'after_id', 'limit', 'error_chars'],
-  `SELECT id, project, state, target, trigger, num_retries, created_at, last_state_change, ${SHOWN_VISIBLE_AT}, resolved_at,
-          left(log -> -1 ->> 'errorMessage', $error_chars) AS last_error,
-          (extract(epoch FROM last_state_change) * 1000000)::int8::text AS change_us
-   FROM actions_event
-   WHERE project = $project
-     AND ($state::actions_event_state IS NULL OR state = $state::actions_event_state)
-     AND ($target::text IS NULL OR target = $target::text)
-     AND ($since::timestamptz IS NULL OR last_state_change >= $since::timestamptz)
-     AND ($until::timestamptz IS NULL OR last_state_change < $until::timestamptz)
-     AND ($after_us::int8 IS NULL
-          OR (last_state_change, id) < (timestamptz 'epoch' + $after_us::int8 * interval '1 microsecond', $after_id::uuid))
-   ORDER BY last_state_change DESC, id DESC
+  `SELECT id, project, state, target, trigger, num_retries, created_at, last_state_change, visible_at, resolved_at, last_error,
+          (extract(epoch FROM change) * 1000000)::int8::text AS change_us
+   FROM (
+     (SELECT ${LISTED('last_state_change')} FROM actions_event
+      WHERE ${unresolved()} AND ($state::actions_event_state IS NULL OR $state::actions_event_state IN ('created', 'retrying', 'processing'))
+        AND ${FILTERED('last_state_change')}
+      ORDER BY last_state_change DESC, id DESC LIMIT $limit)
+     UNION ALL
+     (SELECT ${LISTED('failed_at')} FROM actions_event
+      WHERE failed_at IS NOT NULL AND ($state::actions_event_state IS NULL OR $state::actions_event_state = 'failed')
+        AND ${FILTERED('failed_at')}
+      ORDER BY failed_at DESC, id DESC LIMIT $limit)
+     UNION ALL
+     (SELECT ${LISTED('resolved_at')} FROM actions_event
+      WHERE resolved_at IS NOT NULL AND failed_at IS NULL AND ($state::actions_event_state IS NULL OR $state::actions_event_state IN ('succeed', 'stopped'))
+        AND ${FILTERED('resolved_at')}
+      ORDER BY resolved_at DESC, id DESC LIMIT $limit)
+   ) page
+   ORDER BY change DESC, id DESC
    LIMIT $limit`,
 )
 
@@ -117,18 +145,37 @@ export async function readTargetBacklog(
 }
 
 /**
- * The project's numbers in one snapshot: events by state (this reads every event the project still
- * holds, which retention bounds), the due backlog as the sweeper's gauges define it (DUE_BACKLOG_SQL,
- * narrowed to the project: its GROUP BY lets the filter reach the due index), the failed events of the
- * last 24 h (lib/db/admin-recent.ts: the failed index, capped), the heartbeat and now.
+ * Resolved events the counts by state read at most, newest first: a project holding more has its
+ * resolved states counted over its newest COUNTED_RESOLVED_EVENTS (`countsComplete: false`, the counts
+ * of succeed, failed and stopped are then lower bounds). Counting 10 million resolved events exactly
+ * takes seconds; a console asks every 5 s.
  */
-export const PROJECT_STATS = named<{ project: string; failed_window_s: number; failed_cap: number }>()(
-  ['project', 'failed_window_s', 'failed_cap'],
-  `SELECT c.counts, b.due, b.oldest_s, f.failed_recent, p.progressed_at, now() AS now
+export const COUNTED_RESOLVED_EVENTS = 20_000
+
+/**
+ * The project's numbers in one snapshot: unresolved events by state (the due index: the backlog, not
+ * history), resolved ones over the newest COUNTED_RESOLVED_EVENTS (actions_event_resolved_page_idx),
+ * "due" as the Targets page counts it (every due event, whatever its target; `due_paused` the part at
+ * paused targets, which wait for a probe or an operator), the failed events of the last 24 h
+ * (lib/db/admin-recent.ts: the failed index, capped), the heartbeat and now.
+ */
+export const PROJECT_STATS = named<{ project: string; failed_window_s: number; failed_cap: number; counted_resolved: number }>()(
+  ['project', 'failed_window_s', 'failed_cap', 'counted_resolved'],
+  `SELECT c.counts, r.resolved_counts, r.resolved_read, b.due, b.due_paused, b.oldest_s, f.failed_recent, p.progressed_at, now() AS now
    FROM (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb) AS counts
-         FROM (SELECT state, count(*)::int AS n FROM actions_event WHERE project = $project GROUP BY state) s) c
-   CROSS JOIN (SELECT coalesce(sum(n), 0)::int AS due, coalesce(max(oldest_s), 0)::float8 AS oldest_s
-               FROM (${DUE_BACKLOG_SQL}) d WHERE d.project = $project) b
+         FROM (SELECT state, count(*)::int AS n FROM actions_event WHERE project = $project AND ${unresolved()} GROUP BY state) s) c
+   CROSS JOIN (SELECT coalesce(jsonb_object_agg(state, n) FILTER (WHERE state IS NOT NULL), '{}'::jsonb) AS resolved_counts,
+                      coalesce(sum(n), 0)::int AS resolved_read
+               FROM (SELECT state, count(*)::int AS n
+                     FROM (SELECT state FROM actions_event WHERE project = $project AND resolved_at IS NOT NULL
+                           ORDER BY resolved_at DESC LIMIT $counted_resolved) n
+                     GROUP BY state) s) r
+   CROSS JOIN (SELECT count(*)::int AS due, count(*) FILTER (WHERE h.target IS NOT NULL)::int AS due_paused,
+                      coalesce(extract(epoch FROM now() - min(e.visible_at)), 0)::float8 AS oldest_s
+               FROM actions_event e
+               LEFT JOIN actions_target_health h ON h.project = e.project AND h.target = e.target AND h.paused_at IS NOT NULL
+               WHERE e.project = $project AND ${unresolved('e.')} AND e.visible_at <= now()
+                 AND (e.lease_until IS NULL OR e.lease_until <= now())) b
    CROSS JOIN (${FAILED_RECENT_SQL}) f
    LEFT JOIN actions_dispatch_progress p ON p.project = $project`,
 )
@@ -136,7 +183,11 @@ export const PROJECT_STATS = named<{ project: string; failed_window_s: number; f
 /** A project's numbers as read, before lib/admin/shapes.ts statsJson shapes them. */
 export type ProjectStats = {
   counts: Partial<Record<EventState, number>>
+  /** False when the resolved states were counted over the newest COUNTED_RESOLVED_EVENTS only. */
+  countsComplete: boolean
+  /** Every due event of the project, as the Targets page sums them; `duePaused` of them at paused targets. */
   due: number
+  duePaused: number
   oldestDueAgeSeconds: number
   /** Events failed for good in the last 24 h, counted up to FAILED_COUNT_CAP. */
   failedRecent: number
@@ -150,17 +201,30 @@ export type ProjectStats = {
 export async function readProjectStats(db: Queryable, project: string): Promise<ProjectStats> {
   const { rows } = await db.query<{
     counts: Partial<Record<EventState, number>>
+    resolved_counts: Partial<Record<EventState, number>>
+    resolved_read: number
     due: number
+    due_paused: number
     oldest_s: number
     failed_recent: number
     progressed_at: Date | null
     now: Date
-  }>(PROJECT_STATS.text, PROJECT_STATS.values({ project, failed_window_s: FAILED_WINDOW_SECONDS, failed_cap: FAILED_COUNT_CAP }))
+  }>(
+    PROJECT_STATS.text,
+    PROJECT_STATS.values({
+      project,
+      failed_window_s: FAILED_WINDOW_SECONDS,
+      failed_cap: FAILED_COUNT_CAP,
+      counted_resolved: COUNTED_RESOLVED_EVENTS,
+    }),
+  )
   const r = rows[0]
   if (!r) throw new Error('the stats statement returned no row')
   return {
-    counts: r.counts,
+    counts: { ...r.counts, ...r.resolved_counts },
+    countsComplete: r.resolved_read < COUNTED_RESOLVED_EVENTS,
     due: r.due,
+    duePaused: r.due_paused,
     oldestDueAgeSeconds: r.oldest_s,
     failedRecent: r.failed_recent,
     progressedAt: r.progressed_at,

@@ -29,9 +29,10 @@ export const RECENT_MAX_EVENTS = 5_000
 export type TargetOutcomes = { succeeded: number; failed: number }
 
 /**
- * The newest resolved events of the project in the window, by target. It walks actions_event_resolved_idx
- * (resolved_at) backwards from now: the window bounds the index range (every project's events resolved
- * in the last hour), the LIMIT the rows counted. Stopped events were never delivered nor refused: left out.
+ * The newest resolved events of the project in the window, by target. It walks
+ * actions_event_resolved_page_idx (project, resolved_at: migration 023) backwards from now: the window
+ * and the project bound the index range, the LIMIT the rows counted. Stopped events were never
+ * delivered nor refused: left out.
  */
 export const TARGET_OUTCOMES = named<{ project: string; window_s: number; max_events: number }>()(
   ['project', 'window_s', 'max_events'],

@@ -4,7 +4,9 @@ import { recordMinimal } from '../db/record-minimal.js'
 import { recordAttempts, type AttemptRecord, type RecordedRow } from '../db/record.js'
 import type { RecordSettings } from '../db/health.js'
 import { progressRhythm, touchProgress } from '../db/progress.js'
+import { addTrends } from '../db/trends.js'
 import type { Logger } from '../log.js'
+import { trendAdds } from './trend-rollup.js'
 
 /** What an attempt is recorded with when its own entry cannot be stored: the attempt still counts. */
 export const UNRECORDABLE = 'Unrecordable response'
@@ -118,7 +120,24 @@ class Recorder {
     const touch = this.progress.due()
     const { rows, written } = await recordAll(this.db, batch, this.log, this.settings, touch)
     if (touch && rows.length > 0) this.progress.written()
-    this.onRecorded(rows, new Map(written.map(r => [r.id, r])))
+    const records = new Map(written.map(r => [r.id, r]))
+    await writeTrends(this.db, rows, records, this.log)
+    this.onRecorded(rows, records)
+  }
+}
+
+/**
+ * The trend rollup of a record write, its own statement after it (lib/db/trends.ts). The events are
+ * recorded by then: a trend that cannot be written is a gap in a chart, logged, never a failed record.
+ */
+async function writeTrends(db: Queryable, rows: RecordedRow[], records: ReadonlyMap<string, AttemptRecord>, log?: Logger): Promise<void> {
+  try {
+    await addTrends(db, trendAdds(rows, records))
+  } catch (e) {
+    log?.warn('Could not write the trend rollup; the chart misses these outcomes', {
+      sqlState: sqlState(e),
+      errorName: e instanceof Error ? e.name : typeof e,
+    })
   }
 }
 

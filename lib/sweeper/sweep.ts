@@ -1,6 +1,7 @@
 import { listProjects } from '../db/schemas.js'
 import { dueTotal, readBacklog, readPausedTargets, type PausedTarget, type ProjectBacklog } from '../db/backlog.js'
 import { deleteResolved, giveUpPaused } from '../db/retention.js'
+import { trimTrends } from '../db/trends.js'
 import { pauseKind } from '../db/pauses.js'
 import { readProgress } from '../db/progress.js'
 import type { Deps } from '../deps.js'
@@ -60,6 +61,11 @@ export async function sweep(deps: Deps, opts: SweepOptions): Promise<SweepResult
 
   const gaveUp = await giveUp(deps, log)
   const deletedResolved = await applyRetention(deps, opts)
+  // The console's trend rollup keeps a day (lib/db/trends.ts); a failed trim only leaves old minutes a pass longer.
+  if (opts.remainingMs() > RETENTION_RESERVE_MS)
+    await trimTrends(deps.db).catch((e: unknown) =>
+      log.warn('Could not trim the trend rollup', { errorName: e instanceof Error ? e.name : typeof e }),
+    )
   log.info('Sweep finished', { projects: active.length, signalled: Object.keys(signals).length, deletedResolved, deletedGroups })
   return { projects: active, signals, gaveUp: Object.fromEntries(gaveUp), deletedResolved, deletedGroups, gauges }
 }

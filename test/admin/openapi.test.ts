@@ -55,7 +55,9 @@ describe('expectDocumented', () => {
   const good = {
     project: 'p',
     counts: { created: 0, retrying: 0, processing: 0, succeed: 1, failed: 0, stopped: 0 },
+    countsComplete: true,
     due: 0,
+    dueAtPausedTargets: 0,
     oldestDueAgeSeconds: 0,
     failedLast24h: 0,
     failedLast24hCapped: false,

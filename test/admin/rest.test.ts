@@ -71,7 +71,9 @@ async function request(
 /** Makes events look as dispatch leaves a failed event: `attempts` log entries, failed, changed at `changedAt` plus i ms. */
 async function fail(ids: string[], createdAt = '2024-05-01T00:00:00Z', attempts = 2) {
   await env.deps.db.query(
-    `UPDATE actions_event e SET state = 'failed', num_retries = $3, resolved_at = now(), failed_at = now(), visible_at = now() + interval '1 hour',
+    // Resolved as the engine resolves: resolved_at, failed_at and last_state_change the same time.
+    `UPDATE actions_event e SET state = 'failed', num_retries = $3, resolved_at = now() - n.i * interval '1 millisecond',
+       failed_at = now() - n.i * interval '1 millisecond', visible_at = now() + interval '1 hour',
        created_at = $2::timestamptz + n.i * interval '1 second', last_state_change = now() - n.i * interval '1 millisecond',
        log = (SELECT jsonb_agg(jsonb_build_object('ok', false, 'code', 503, 'errorMessage', 'HTTP 503', 'durationMs', 12)) FROM generate_series(1, $3))
      FROM unnest($1::uuid[]) WITH ORDINALITY AS n(id, i) WHERE e.id = n.id`,

@@ -16,6 +16,7 @@ import { useDatabase, useReceiver } from '../helpers/harness.js'
 import { logCapture } from '../helpers/runtime.js'
 import { until } from '../helpers/wait.js'
 import { TX } from '../fixtures/schemas.js'
+import type { TrendsJson as Trends } from '../../lib/admin/rest/trends.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const hasChromium = existsSync(CHROMIUM)
@@ -29,6 +30,7 @@ const SHOTS = process.env['CONSOLE_SCREENSHOTS'] ? join(import.meta.dirname, '..
 const HOSTILE_TITLE = '<img src=x onerror="window.__pwned=1">'
 const HOSTILE_BODY = '</script><script>window.__pwned=1</script>'
 const BULK = 100
+const PAUSED_DUE = 3
 
 const db = useDatabase()
 const rx = useReceiver()
@@ -94,6 +96,12 @@ beforeAll(async () => {
   })
   hostileId = (hostile.json['eventIds'] as string[])[0] ?? ''
   await until('the hostile one failed too', async () => (await failedCount()) === BULK + 1, 30_000)
+  // Three contacts wait at the paused crm target: due, but held by the pause.
+  const contacts = Array.from({ length: PAUSED_DUE }, (_, i) => ({
+    trigger: 'contact',
+    payload: { operation: 'create', entity: 'Contact', id: i, values: {} },
+  }))
+  expect((await call('POST', '/v1/projects/shop/events', stack.adminToken, { transactionId: TX, events: contacts })).status).toBe(200)
   viewerToken = (await createToken(db.pool, { project: 'shop', role: 'viewer' })).token
   if (!hasChromium) return
   profile = await mkdtemp(join(tmpdir(), 'console-chromium-'))
@@ -198,11 +206,23 @@ describe('the console on the local stack', () => {
       const shop = page.locator('[data-project="shop"]')
       await expect.poll(() => shop.locator('[data-field="paused"]').textContent()).toContain('crm: paused, operator')
       await expect.poll(() => shop.locator('[data-field="failed"]').textContent()).toBe(String(BULK + 1))
+      // "Due" means one thing on both pages: every due event, the part at paused targets said beside it.
+      expect(await shop.locator('[data-field="due"]').textContent()).toBe(String(PAUSED_DUE))
+      expect(await shop.locator('[data-field="due-paused"]').textContent()).toBe(String(PAUSED_DUE))
+      expect(await shop.locator('dt', { hasText: 'of them at paused targets' }).count()).toBe(1)
+      // Times in UTC with their age.
+      expect(await shop.locator('time').first().textContent()).toMatch(
+        /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \((\d+ (s|min|h|d) ago|in \d+ (s|min|h|d))\)$/,
+      )
       await page.screenshot({ path: join(SHOTS ?? profile, 'console-projects.png') })
 
       await page.goto(`${stack.url}/console#/p/shop/targets`)
       const crm = page.locator('tr[data-target="crm"]')
       await expect.poll(() => crm.textContent()).toContain('paused by an operator')
+      expect(await crm.locator('[data-field="due"]').textContent()).toBe(String(PAUSED_DUE))
+      // crm never got a request: said so, not "last batch ok".
+      expect(await crm.locator('[data-field="run"]').textContent()).toBe('never sent')
+      expect(await page.locator('main p.count').textContent()).toContain('at a paused target too')
       expect(await crm.getByRole('button', { name: 'Resume' }).count()).toBe(1)
       // The page refreshes every 5 s; a keyboard user's focus on Resume survives the redraw.
       await crm.getByRole('button', { name: 'Resume' }).focus()
@@ -231,7 +251,10 @@ describe('the console on the local stack', () => {
       expect(await attempt.locator('pre.response').textContent()).toContain(`receiver down ${HOSTILE_TITLE}`)
       expect(await page.locator('main img').count()).toBe(0)
       expect(await page.evaluate('typeof window.__pwned')).toBe('undefined')
-      await page.screenshot({ path: join(SHOTS ?? profile, 'console-event.png'), fullPage: true })
+      // The payload is above the fold of a 1280×800 window: its first lines show without scrolling.
+      const box = await pre.boundingBox()
+      expect(box?.y ?? 1e9).toBeLessThan(500)
+      await page.screenshot({ path: join(SHOTS ?? profile, 'console-event.png') })
 
       // At 390 px the page does not scroll sideways: tables and text wrap or scroll in their own box.
       await page.setViewportSize({ width: 390, height: 800 })
@@ -321,6 +344,136 @@ describe('the console on the local stack', () => {
       await page.close()
     },
     60_000,
+  )
+
+  it.skipIf(!hasChromium)(
+    "charts a target's last 24 h from real deliveries with the failure onset visible, and keeps a selection across a refresh",
+    async () => {
+      const target = (name: string) => ({ type: 'webhook', name, url: `${rx.url}/${name}`, maxAttempts: 1 })
+      const trigger = (name: string, to: string) => ({
+        type: 'basic',
+        name,
+        target: to,
+        entity: name,
+        create: true,
+        delete: false,
+        update: false,
+      })
+      const trendSchema = {
+        targets: { hook: target('hook'), idle: target('idle') },
+        triggers: { ping: trigger('ping', 'hook'), nap: trigger('nap', 'idle') },
+      }
+      expect((await call('PUT', '/v1/projects/trend/schema', stack.adminToken, trendSchema)).status).toBe(200)
+      // Ids from `from` on: an event's id derives from the producer's id, so a repeated one writes nothing.
+      const pings = (n: number, from: number) => ({
+        transactionId: TX,
+        events: Array.from({ length: n }, (_, i) => ({
+          trigger: 'ping',
+          payload: { operation: 'create', entity: 'ping', id: i, values: {} },
+        })),
+      })
+      const inState = async (state: string) =>
+        ((await call('GET', `/v1/projects/trend/events?state=${state}&limit=1000`, stack.adminToken)).json['events'] as unknown[]).length
+      // The receiver is reset before each test: it answers by `healthy` again from here.
+      rx.respond((_, res) => {
+        res.statusCode = healthy ? 200 : 500
+        res.end()
+      })
+      healthy = true
+      expect((await call('POST', '/v1/projects/trend/events', stack.adminToken, pings(6, 0))).status).toBe(200)
+      await until('six delivered', async () => (await inState('succeed')) === 6, 20_000)
+      // The deliveries' minutes are moved 10 minutes back, so that the failures below fall in a later
+      // minute of the chart without the test waiting 10 minutes; the rows are the recorder's own.
+      await db.pool.query(`UPDATE actions_target_minute SET minute = minute - interval '10 minutes' WHERE project = 'trend'`)
+      healthy = false
+      expect((await call('POST', '/v1/projects/trend/events', stack.adminToken, pings(4, 6))).status).toBe(200)
+      await until('four failed', async () => (await inState('failed')) === 4, 20_000)
+      // Every resolving statement dates the resolution and the last change alike: the listing pages by it.
+      const { rows: odd } = await db.pool.query(
+        `SELECT count(*)::int AS n FROM actions_event WHERE resolved_at IS NOT NULL AND resolved_at <> last_state_change
+            OR failed_at IS NOT NULL AND failed_at <> resolved_at`,
+      )
+      expect(odd[0]?.n).toBe(0)
+
+      const res = await fetch(`${stack.url}/v1/projects/trend/trends`, {
+        headers: { authorization: `Bearer ${stack.adminToken}` },
+        signal: AbortSignal.timeout(20_000),
+      })
+      const trends = (await res.json()) as Trends
+      const hook = trends.targets.find(t => t.target === 'hook')
+      const sum = (k: 'delivered' | 'failedAttempts' | 'eventsFailed' | 'requests') => hook?.points.reduce((n, p) => n + p[k], 0)
+      expect([sum('delivered'), sum('failedAttempts'), sum('eventsFailed'), sum('requests')]).toEqual([6, 4, 4, 10])
+      expect(trends.targets.map(t => t.target)).toEqual(['hook', 'idle'])
+      expect(trends.targets[1]?.points).toEqual([])
+      const onset = hook?.points.find(p => p.failedAttempts > 0)
+      const lastOk = hook?.points.findLast(p => p.delivered > 0)
+      if (!onset || !lastOk) throw new Error('expected a delivering and a failing minute')
+      expect(Date.parse(onset.minute) - Date.parse(lastOk.minute)).toBeGreaterThanOrEqual(9 * 60_000)
+      expect(onset.p50Ms).toBeGreaterThan(0)
+
+      const page = await loggedIn(stack.adminToken)
+      await page.goto(`${stack.url}/console#/p/trend/targets`)
+      const figure = page.locator('figure[data-trend="hook"]')
+      await expect.poll(() => figure.locator('canvas').count()).toBe(2)
+      const caption = await figure.locator('figcaption').textContent()
+      expect(caption).toContain('6 delivered, 4 failed attempts, 4 events failed')
+      expect(caption).toContain(`Failing since ${new Date(onset.minute).toISOString().slice(0, 19).replace('T', ' ')} UTC`)
+      expect(await page.locator('tr[data-target="idle"] [data-field="run"]').textContent()).toBe('never sent')
+      expect(await page.locator('figure[data-trend="idle"] figcaption').textContent()).toBe('No request in the last 24 h.')
+      // On the canvas: the highest point of the failed-attempt line lies right of the deliveries' peak.
+      const peaks = (await page.evaluate(`(() => {
+        const near = (d, i, c) => Math.abs(d[i] - c[0]) < 40 && Math.abs(d[i + 1] - c[1]) < 40 && Math.abs(d[i + 2] - c[2]) < 40 && d[i + 3] > 200
+        const canvas = document.querySelector('figure[data-trend="hook"] canvas')
+        const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data
+        const top = { red: [1e9, -1, 0], green: [1e9, -1, 0] }
+        for (let i = 0; i < d.length; i += 4) {
+          const x = (i / 4) % canvas.width, y = Math.floor(i / 4 / canvas.width)
+          for (const [k, c] of [['red', [179, 38, 30]], ['green', [26, 127, 55]]])
+            if (near(d, i, c)) { top[k][2]++; if (y < top[k][0]) { top[k][0] = y; top[k][1] = x } }
+        }
+        return top
+      })()`)) as { red: [number, number, number]; green: [number, number, number] }
+      expect(peaks.red[2]).toBeGreaterThan(0)
+      expect(peaks.green[2]).toBeGreaterThan(0)
+      expect(peaks.red[1]).toBeGreaterThan(peaks.green[1])
+      await page.screenshot({ path: join(SHOTS ?? profile, 'console-targets.png'), fullPage: true })
+
+      await page.goto(`${stack.url}/console`)
+      const card = page.locator('[data-project="trend"]')
+      await expect.poll(() => card.locator('figure canvas').count()).toBe(2)
+      expect(await card.locator('figcaption').textContent()).toContain('Failing since')
+
+      // A selection in the payload survives the refreshes (3 s) while the event changes underneath.
+      const failed = (await call('GET', '/v1/projects/trend/events?state=failed&limit=1', stack.adminToken)).json['events'] as Array<{
+        id: string
+      }>
+      const id = failed[0]?.id ?? ''
+      await page.goto(`${stack.url}/console#/p/trend/event/${id}`)
+      const pre = page.locator('pre.payload')
+      await pre.waitFor()
+      await page.evaluate(`(() => {
+        const pre = document.querySelector('pre.payload')
+        pre.dataset.old = '1'
+        const range = document.createRange()
+        range.selectNodeContents(pre)
+        getSelection().removeAllRanges()
+        getSelection().addRange(range)
+      })()`)
+      const selected = await page.evaluate('getSelection().toString()')
+      expect(selected).toContain('"entity": "ping"')
+      expect((await call('POST', `/v1/projects/trend/events/${id}/stop`, stack.adminToken)).status).toBe(200)
+      await page.waitForTimeout(4_500)
+      expect(await page.evaluate('getSelection().toString()')).toBe(selected)
+      expect(await page.evaluate(`document.querySelector('pre.payload').dataset.old`)).toBe('1')
+      expect(await page.locator('#status').textContent()).toContain('Refresh paused while text is selected')
+      expect(await page.locator('p.summary .state').textContent()).toBe('failed')
+      // Selection gone: the next refresh shows the change, and says nothing of a pause any more.
+      await page.evaluate('getSelection().removeAllRanges()')
+      await expect.poll(() => page.locator('p.summary .state').textContent(), { timeout: 10_000 }).toBe('stopped')
+      expect(await page.locator('#status').textContent()).not.toContain('Refresh paused')
+      await page.close()
+    },
+    90_000,
   )
 
   it.skipIf(!hasChromium)('made every request to its own origin, never with the token in a URL, and broke no CSP rule', () => {

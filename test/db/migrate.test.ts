@@ -33,6 +33,7 @@ const MIGRATIONS = [
   '018_schema_key_order.sql',
   '019_relay_refused.sql',
   '020_breaker_window.sql',
+  '023_console_trends_and_listings.sql',
 ]
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../infra/migrations/', import.meta.url))
@@ -45,7 +46,7 @@ async function atMigrationsBefore(first: string, body: (empty: TestDatabase) => 
     const earlier = (await readdir(MIGRATIONS_DIR)).filter(f => f < first)
     for (const f of earlier) await copyFile(join(MIGRATIONS_DIR, f), join(before, f))
     await empty.pool.query(
-      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_relay_refused, actions_migration; DROP TYPE actions_event_state',
+      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_relay_refused, actions_target_minute, actions_migration; DROP TYPE actions_event_state',
     )
     expect(await migrate(empty.pool, `${before}/`)).toHaveLength(earlier.length)
     await body(empty)
@@ -73,7 +74,7 @@ describe('migrations', () => {
     const empty = await freshDatabase()
     try {
       await empty.pool.query(
-        'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_relay_refused, actions_migration; DROP TYPE actions_event_state',
+      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_relay_refused, actions_target_minute, actions_migration; DROP TYPE actions_event_state',
       )
       expect(await migrate(empty.pool)).toEqual(MIGRATIONS)
       expect(await migrate(empty.pool)).toEqual([])
@@ -114,7 +115,7 @@ describe('migrations', () => {
         ).rows
       const stored = await snapshot()
 
-      expect(await migrate(empty.pool)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf('017_lease_outside_indexes.sql')))
+      'DROP TABLE actions_event, actions_variable, actions_schema, actions_dispatch_progress, actions_target_health, actions_target_flow, actions_admin_token, actions_relay_refused, actions_target_minute, actions_migration; DROP TYPE actions_event_state',
       const after = await empty.pool.query<{ trigger: string; lease_until: string | null; failed: boolean; due: boolean }>(
         `SELECT trigger, lease_until::text, failed_at = resolved_at AS failed, ${DUE} AS due FROM actions_event ORDER BY seq`,
       )

@@ -1,7 +1,9 @@
 // The JSON Schemas (2020-12, as OpenAPI 3.1 uses) of the REST answers: one per shape of
 // lib/admin/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
 // validate them (lib/admin/openapi.ts), so a body the document allows is a body the route takes.
+import { COUNTED_RESOLVED_EVENTS } from '../../db/admin-events.js'
 import { FAILED_COUNT_CAP } from '../../db/admin-recent.js'
+import { MAX_TREND_TARGETS, TREND_BUCKETS_MS, TREND_MINUTES } from '../../db/trends.js'
 import { EVENT_STATES } from '../shapes.js'
 
 type Schema = Record<string, unknown>
@@ -102,6 +104,7 @@ export const responseSchemas: Record<string, Schema> = {
     failingSince: nullable(time),
     due: { type: 'integer', minimum: 0 },
     oldestDueAgeSeconds: num,
+    lastRequestAt: { ...nullable(time), description: 'The minute of its last request; null: it never sent one.' },
     recent: ref('RecentOutcomes'),
   }),
   RecentOutcomes: {
@@ -133,7 +136,12 @@ export const responseSchemas: Record<string, Schema> = {
   Stats: object({
     project: str,
     counts: object(Object.fromEntries(EVENT_STATES.map(s => [s, { type: 'integer', minimum: 0 }]))),
-    due: { type: 'integer', minimum: 0 },
+    countsComplete: {
+      ...bool,
+      description: `False: succeed, failed and stopped were counted over the newest ${COUNTED_RESOLVED_EVENTS} resolved events (lower bounds).`,
+    },
+    due: { type: 'integer', minimum: 0, description: 'Every due event of the project, whatever its target (the sum of the targets’ due).' },
+    dueAtPausedTargets: { type: 'integer', minimum: 0, description: 'Of those, the ones at paused targets.' },
     oldestDueAgeSeconds: num,
     failedLast24h: {
       type: 'integer',
@@ -150,5 +158,31 @@ export const responseSchemas: Record<string, Schema> = {
     'role',
   ]),
   Projects: object({ projects: { type: 'array', items: str } }),
+  TrendPoint: object({
+    minute: time,
+    requests: { type: 'integer', minimum: 0, description: 'Requests (batches) posted in the minute.' },
+    delivered: { type: 'integer', minimum: 0, description: 'Events delivered.' },
+    failedAttempts: { type: 'integer', minimum: 0, description: 'Event attempts that failed.' },
+    eventsFailed: { type: 'integer', minimum: 0, description: 'Events that failed for good.' },
+    p50Ms: { ...nullable(int), description: 'Median request duration: the upper bound of its bucket (bucketsMs).' },
+    p99Ms: { ...nullable(int), description: '99th percentile request duration, the same way.' },
+  }),
+  TrendSeries: object({
+    target: { ...nullable(str), description: 'Null: the project’s series, every target merged.' },
+    points: { type: 'array', items: ref('TrendPoint'), description: 'Minutes with a request, oldest first; others read as zeros.' },
+  }),
+  Trends: object({
+    from: time,
+    to: time,
+    minutes: { const: TREND_MINUTES },
+    bucketsMs: { type: 'array', items: int, description: `Upper bounds of the duration buckets: ${TREND_BUCKETS_MS.join(', ')}.` },
+    project: ref('TrendSeries'),
+    targets: { type: 'array', items: ref('TrendSeries'), maxItems: MAX_TREND_TARGETS },
+    targetsLeftOut: {
+      type: 'integer',
+      minimum: 0,
+      description: `Targets past the first ${MAX_TREND_TARGETS} by name, left out (?target= reads one).`,
+    },
+  }),
   OpenApiDocument: { type: 'object', required: ['openapi', 'paths'] },
 }

@@ -4,6 +4,7 @@ import { readTargetBacklog } from '../../db/admin-events.js'
 import { readTargetOutcomes, RECENT_MAX_EVENTS, RECENT_WINDOW_SECONDS } from '../../db/admin-recent.js'
 import { listTargetHealth, pauseTarget, resumeTarget } from '../../db/pauses.js'
 import { getCurrentSchema } from '../../db/schemas.js'
+import { readLastRequests } from '../../db/trends.js'
 import { emitOps } from '../../ops.js'
 import { targetJson } from '../shapes.js'
 import type { Route, RouteContext } from '../types.js'
@@ -24,10 +25,11 @@ async function listTargets(ctx: RouteContext) {
   const recent = await readTargetOutcomes(ctx.deps.db, project)
   // A health row of a target the schema no longer has is still shown: it may be paused, and resume clears it.
   const all = [...new Set([...names, ...health.keys()])].sort()
+  const last = await readLastRequests(ctx.deps.db, project, all)
   return {
     status: 200,
     body: {
-      targets: all.map(t => targetJson(t, names.has(t), health.get(t), backlog.get(t), recent.byTarget.get(t))),
+      targets: all.map(t => targetJson(t, names.has(t), health.get(t), backlog.get(t), recent.byTarget.get(t), last.get(t))),
       // What `recent` is computed over, so a reader can say "over the last hour".
       recentWindow: { seconds: RECENT_WINDOW_SECONDS, maxEvents: RECENT_MAX_EVENTS, limitReached: recent.limitReached },
     },
