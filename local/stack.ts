@@ -286,7 +286,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
   }
 }
 
-/** Random bytes of a bootstrap token: as many as a project token's (lib/admin/tokens.ts). */
+/** Random bytes of a bootstrap token: as many as a project token's (lib/db/tokens.ts). */
 const BOOTSTRAP_TOKEN_BYTES = 32
 
 /** ACTIONS_ADMIN_TOKEN when set (it must be usable as a Bearer token), else a fresh random token for this start. */

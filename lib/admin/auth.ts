@@ -4,7 +4,7 @@
 // is refused at once). Nothing here logs, and no error it could raise carries a header.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Queryable } from '../db/pool.js'
-import { tokenPrincipal } from './tokens.js'
+import { tokenPrincipal } from '../db/tokens.js'
 import type { Need, Principal, Role } from './types.js'
 
 /** What the transport vouches for: `iamSigned` (AWS checked the signature), `systemToken` (the local stack's bootstrap token). */

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { retryEvents, stopEvents, type BulkFilter } from '../db/operator.js'
+import { MAX_BULK_EVENTS } from '../schema/limits.js'
 import { printDocument } from './json.js'
 import { UsageError, type EventsContext, type Io } from './usage.js'
 import { wake } from './wake.js'
@@ -10,13 +11,6 @@ export const BULK_USAGE = `  events retry|stop --project P [--target T] [--state
                                             created at or after T1 and before T2 (ISO 8601 date or date-
                                             time with a zone, bounds on created_at); retry then sends
                                             one wake-up signal. Prints how many events changed`
-
-/**
- * Most events one bulk statement changes (and the default --limit). The statement holds a row lock on
- * each changed event until it commits, delaying dispatchers that reach those rows; 100,000 rows take
- * seconds. A larger replay is the same command run again (each run takes the oldest that still match).
- */
-export const MAX_BULK_EVENTS = 100_000
 
 /** The flags of the bulk forms, as parseArgs options. */
 export const BULK_OPTIONS = {

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { eventDetailJson, listedEventJson } from '../admin/shapes.js'
+import { eventDetailJson, listedEventJson } from '../shapes.js'
 import { eventProject, getEvent, listEvents, retryEvent, stopEvent, type ListedEvent, type Listing } from '../db/operator.js'
 import type { EventRow } from '../events.js'
 import { fetchVariables } from '../db/variables.js'

@@ -128,3 +128,10 @@ export function targetProblems(target: TargetNumbers, limits: TargetLimits): str
  * and one answer (ids) stay bounded even when a mutation fires many triggers.
  */
 export const MAX_WRITTEN_EVENTS_PER_REQUEST = 50_000
+
+/**
+ * Most events one bulk statement changes (and the default --limit). The statement holds a row lock on
+ * each changed event until it commits, delaying dispatchers that reach those rows; 100,000 rows take
+ * seconds. A larger replay is the same command run again (each run takes the oldest that still match).
+ */
+export const MAX_BULK_EVENTS = 100_000

@@ -4,7 +4,7 @@
 // Postgres, and no log line holds a token, a header or a body.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { createToken, revokeToken } from '../../lib/admin/tokens.js'
+import { createToken, revokeToken } from '../../lib/db/tokens.js'
 import { ProblemError, type Route } from '../../lib/admin/types.js'
 import { MAX_ADMIN_BODY_BYTES } from '../../lib/admin/router.js'
 import { startLocalStack } from '../../local/stack.js'

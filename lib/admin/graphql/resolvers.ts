@@ -4,7 +4,7 @@ import { getEvent, pageEvents, retryEvent, stopEvent, type Listing } from '../..
 import { fetchVariables } from '../../db/variables.js'
 import type { EventRow } from '../../events.js'
 import { redactor, REDACTED, type Redactor } from '../../text.js'
-import { attemptJson } from '../shapes.js'
+import { attemptJson } from '../../shapes.js'
 import { requireAccess, seesValues, type Action, type GraphqlContext, type Resolver } from './access.js'
 import { eventArgs, parseArgs, uuidArg } from './inputs.js'
 import { setVariablesResolver } from './variables.js'

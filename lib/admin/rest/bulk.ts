@@ -4,7 +4,7 @@
 // before the operator confirms.
 import { z } from 'zod'
 import { countBulkEvents, retryEvents, stopEvents } from '../../db/operator.js'
-import { MAX_BULK_EVENTS } from '../../cli/bulk.js'
+import { MAX_BULK_EVENTS } from '../../schema/limits.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
 import { nameSchema, projectOf, signal, timeSchema } from './common.js'
 

@@ -3,7 +3,7 @@
 import { z } from 'zod'
 import { ValidationError } from '../../errors.js'
 import { SignalError } from '../../signals.js'
-import { EVENT_STATES } from '../shapes.js'
+import { EVENT_STATES } from '../../shapes.js'
 import { MAX_NAME_BYTES, nameProblem } from '../../schema/limits.js'
 import { ProblemError, type RouteContext } from '../types.js'
 import type { EventState } from '../../events.js'

@@ -6,7 +6,7 @@ import { getEvent, retryEvent, stopEvent } from '../../db/operator.js'
 import { fetchVariables } from '../../db/variables.js'
 import { enqueue } from '../../enqueue.js'
 import { redactor, type Redactor } from '../../text.js'
-import { eventDetailJson, eventJson } from '../shapes.js'
+import { eventDetailJson, eventJson } from '../../shapes.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
 import { nameSchema, notFound, param, projectOf, queryOf, signal, stateSchema, timeSchema, validated } from './common.js'
 

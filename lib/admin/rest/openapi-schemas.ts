@@ -2,7 +2,7 @@
 // lib/admin/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
 // validate them (lib/admin/openapi.ts), so a body the document allows is a body the route takes.
 import { FAILED_COUNT_CAP } from '../../db/admin-recent.js'
-import { EVENT_STATES } from '../shapes.js'
+import { EVENT_STATES } from '../../shapes.js'
 
 type Schema = Record<string, unknown>
 

@@ -5,7 +5,7 @@ import { readTargetOutcomes, RECENT_MAX_EVENTS, RECENT_WINDOW_SECONDS } from '..
 import { listTargetHealth, pauseTarget, resumeTarget } from '../../db/pauses.js'
 import { getCurrentSchema } from '../../db/schemas.js'
 import { emitOps } from '../../ops.js'
-import { targetJson } from '../shapes.js'
+import { targetJson } from '../../shapes.js'
 import type { Route, RouteContext } from '../types.js'
 import { nameSchema, notFound, param, projectOf, signal } from './common.js'
 

@@ -3,7 +3,7 @@
 import { z } from 'zod'
 import { deleteVariable, listVariableNames } from '../../db/variable-names.js'
 import { setVariables, type VariablesMode } from '../../db/variables.js'
-import { variablesJson } from '../shapes.js'
+import { variablesJson } from '../../shapes.js'
 import type { Route, RouteContext } from '../types.js'
 import { nameSchema, notFound, param, projectOf, queryOf, validated } from './common.js'
 
