@@ -27,7 +27,7 @@ export const project = (batchSize: number, variant: OrderVariant = 'entity') =>
 export const BATCH_SIZES = [1, 50] as const
 
 const TRIGGER = 'article_created'
-/** The capped row's project: an uncapped target and one with `maxInFlight` beside it (issue 22). */
+/** The capped row's project: an uncapped target and one with `maxInFlight` beside it. */
 export const CAPPED_PROJECT = 'bench_capped'
 export const CAPPED_IN_FLIGHT = 2
 const CAPPED_TRIGGER = 'article_created_capped'

@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/levers.ts [n]`: what the per-request levers of issue 14 item 2 are worth, measured
+ * `npx tsx bench/levers.ts [n]`: what the per-request levers of the webhook client are worth, measured
  * on the request path alone (no queue, no Postgres) against the bench's receiver process. Each variant
  * sends `n` single-event POSTs, 8 in flight, and reports POST/s and this process's CPU per request
  * (CPU per request is the steadier figure on a shared machine). Read-only with respect to lib/: the

@@ -28,7 +28,7 @@ export type Report = {
   informational?: string[]
 }
 
-/** Informational since issue 29 (no PASS/FAIL): issue 14's ceiling ratio and issue 22's cost of per-entity order. */
+/** Informational (no PASS/FAIL): the ceiling ratio and the cost of per-entity order, each against the ratio it aims at. */
 const CEILING_RATIO = 0.5
 const ORDER_COST = 0.1
 
@@ -262,9 +262,7 @@ function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly Ro
   const bare = rows.get('bare')
   if (b1 && bare) {
     const r = b1.eventsPerSecond / bare.eventsPerSecond
-    lines.push(
-      `  batchSize 1 = ${dec(r)}x the ceiling row's events/s (${int(bare.eventsPerSecond)} POST/s; issue 14 asked ${CEILING_RATIO}x)`,
-    )
+    lines.push(`  batchSize 1 = ${dec(r)}x the ceiling row's events/s (${int(bare.eventsPerSecond)} POST/s; aim ${CEILING_RATIO}x)`)
     if (b1.ownUs !== undefined && bare.ownUs !== undefined) {
       lines.push(
         `  ceiling client: ${dec(bare.ownUs, 1)} µs per POST; per dispatcher CPU-second batchSize 1 delivers ${dec(bare.ownUs / b1.ownUs)}x its POSTs`,
@@ -277,7 +275,7 @@ function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly Ro
     if (ordered && none) {
       lines.push(
         `  batchSize ${size}: ordering entity ${int(ordered.eventsPerSecond)}/s = ${dec(ordered.eventsPerSecond / none.eventsPerSecond)}x ordering none ` +
-          `(${int(none.eventsPerSecond)}/s; issue 22 asked >= ${dec(1 - ORDER_COST)}x)`,
+          `(${int(none.eventsPerSecond)}/s; aim >= ${dec(1 - ORDER_COST)}x)`,
       )
     }
   }

@@ -20,7 +20,7 @@ export type RowFigures = {
 }
 
 /**
- * Issue 29's targets. "The best peer" is the best peer row of the same run on the measure compared:
+ * The bench's targets (bench/README.md, "Targets"). "The best peer" is the best peer row of the same run on the measure compared:
  * the cheapest in CPU per event, the fastest in events/s.
  */
 export const TARGETS = {
@@ -30,7 +30,7 @@ export const TARGETS = {
   b1PeerRatio: 1.2,
   /** batchSize 50: events/s at least this multiple of the best peer's. */
   b50PeerRatio: 3,
-  /** batchSize 50: Postgres CPU ms per 1,000 delivered events at most this (half of issue 29's 23). */
+  /** batchSize 50: Postgres CPU ms per 1,000 delivered events at most this (half of the 23 measured before the claim's redesign). */
   b50PgMsPer1000: 12,
   b1Statements: 0.1,
   b50Statements: 0.01,
@@ -72,7 +72,7 @@ function ranked(peers: readonly RowFigures[], value: (r: RowFigures) => number |
 }
 
 /**
- * Issue 29's targets over one run's figures, for each ordering: `rows` by key, `peers` the peer rows.
+ * The bench's targets over one run's figures, for each ordering: `rows` by key, `peers` the peer rows.
  * A pure function, so that its edges are tested (test/bench/targets.test.ts). A miss says by how much.
  */
 export function evaluateTargets(rows: ReadonlyMap<string, RowFigures>, peers: readonly RowFigures[]): Verdict[] {
@@ -178,7 +178,7 @@ export function evaluateTargets(rows: ReadonlyMap<string, RowFigures>, peers: re
 export function targetLines(verdicts: readonly Verdict[]): string[] {
   const count = (ok: boolean | undefined) => verdicts.filter(v => v.ok === ok).length
   return [
-    `Targets (issue 29, computed from this run): ${count(true)} PASS, ${count(false)} FAIL, ${count(undefined)} not measured`,
+    `Targets (computed from this run): ${count(true)} PASS, ${count(false)} FAIL, ${count(undefined)} not measured`,
     ...verdicts.flatMap(v => [
       `  ${v.ok === undefined ? 'n/a ' : v.ok ? 'PASS' : 'FAIL'}  ${v.text}`,
       ...v.details.map(d => `        ${d}`),

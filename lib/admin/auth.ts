@@ -1,4 +1,4 @@
-// Who is calling the admin API, and may they (issue 25). The transport says what it knows of the
+// Who is calling the admin API, and may they. The transport says what it knows of the
 // caller (an IAM-signed Function URL request; the local stack's bootstrap token); everything else
 // must bring `Authorization: Bearer <token>`, looked up on every request (no cache: a revoked token
 // is refused at once). Nothing here logs, and no error it could raise carries a header.

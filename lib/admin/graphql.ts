@@ -1,4 +1,4 @@
-// Upstream's GraphQL Actions API at POST /actions/:project (issue 25, item 4), on the reference graphql
+// Upstream's GraphQL Actions API at POST /actions/:project, on the reference graphql
 // package: the body is bounded, parsed, measured (graphql/bounds.ts), validated, then executed against
 // the project of the URL. Answers are GraphQL over HTTP's: 200 with `{ data, errors }`, 400 with
 // `{ errors }` for a body that is not a GraphQL request at all.

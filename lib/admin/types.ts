@@ -1,4 +1,4 @@
-// The admin API's shared contract (issue 25): who calls, what a route needs, and the transport-free
+// The admin API's shared contract: who calls, what a route needs, and the transport-free
 // request and response every adapter (the Lambda Function URL, the local stack's HTTP server) maps to.
 import type { Deps } from '../deps.js'
 import type { Principal } from '../db/tokens.js'

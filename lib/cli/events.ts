@@ -145,8 +145,8 @@ function redactionReach(values: readonly string[]): number {
   return 9 * values.reduce((longest, v) => Math.max(longest, v.length), 0)
 }
 
-// Stored text is shown with the project's current variables redacted (DESIGN §4): a value stored
-// before redaction existed, or a variable added since, is never printed.
+// Stored text is shown with the project's current variables redacted (docs/design.md, "Text from
+// outside"): a value stored before redaction existed, or a variable added since, is never printed.
 function summary(r: ListedEvent, redact: Redactor): string {
   const fetched = r.last_error ?? ''
   const points = Array.from(redact(fetched))

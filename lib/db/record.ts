@@ -80,7 +80,7 @@ export const RECORD = named<RecordParams>()(
   ),
   ev AS (
     UPDATE actions_event e SET
-      -- Every attempt counts, a held one too (DESIGN §4): the hold is the state, never a frozen counter.
+      -- Every attempt counts, a held one too: the hold is the state, never a frozen counter.
       num_retries = e.num_retries + 1,
       state = CASE WHEN u.ok THEN 'succeed' WHEN ${TERMINAL} THEN 'failed' ELSE 'retrying' END::actions_event_state,
       -- A held event is due at once: it waits for its target's resume, not for a backoff.
@@ -128,7 +128,7 @@ export const RECORD_SQL = RECORD.text
  * {@link RECORD} for outcomes that are all successes, the usual case, without its per-row machinery
  * (sixteen arrays, a window per target, the retry and breaker rules per row). Exists for speed:
  * Postgres CPU per event 4.9 µs lower in `actions-b50` (of ~49) and 11.7 µs in `actions-b1` (of ~70),
- * interleaved A/B on the bundle (issue 24). What it does is RECORD's for a success: `succeed`, the attempt counted, the log untouched; each target answered, so a target with a
+ * interleaved A/B on the bundle. What it does is RECORD's for a success: `succeed`, the attempt counted, the log untouched; each target answered, so a target with a
  * health row has its failure run reset and a pause for failures lifted (a success writes no new row).
  * `pair_projects` and `pair_targets` are the (project, target) pairs recorded, `projects` the events'
  * (one per id). test/fixtures/sql/record_ok.sql holds it whole, as sent.

@@ -13,7 +13,7 @@ export const MAX_ATTEMPTS = 1000
 export const MAX_INITIAL_REPEAT_INTERVAL_MS = 24 * 60 * 60 * 1000
 
 /**
- * Per-target caps (issue 22): a receiver that takes more than this many requests at once or per second
+ * Per-target caps: a receiver that takes more than this many requests at once or per second
  * needs no cap; the bound keeps a typo from meaning "unlimited" in disguise. The slowest rate is one
  * request every 100 s, so a waiting target still moves within the sweeper's horizon.
  */

@@ -1,4 +1,4 @@
-// The REST event routes (issue 25) against a real database and the SQS emulator: handlers called with
+// The REST event routes against a real database and the SQS emulator: handlers called with
 // real deps and an authorized principal (authorization itself is the router's), edge cases through the
 // real router with real tokens. Every answer is checked against the OpenAPI document.
 import { randomUUID } from 'node:crypto'

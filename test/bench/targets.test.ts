@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { evaluateTargets, targetLines, type RowFigures, type Verdict } from '../../bench/targets.js'
 
-// bench/targets.ts turns one run's figures into issue 29's PASS/FAIL lines. Each target is checked at
+// bench/targets.ts turns one run's figures into the bench's PASS/FAIL lines. Each target is checked at
 // its edge: the bound itself (a pass for <= and >=, a fail for <) and just past it.
 
 // The cheapest peer per event (100 µs) is not the fastest (10,000/s): each target must pick its own best.
@@ -53,7 +53,7 @@ const byId = (verdicts: Verdict[]) => new Map(verdicts.map(v => [v.id, v]))
 
 const IDS = ['b1-cpu', 'b1-eps', 'b50-eps', 'b50-pg', 'b1-stmts', 'b50-stmts', 'p99-500', 'p99-2000', 'p99-5000']
 
-describe('issue 29 targets', () => {
+describe('the bench targets', () => {
   it('passes every target of both orderings at its bound', () => {
     const verdicts = evaluateTargets(atTheEdge(), PEERS)
     expect(verdicts.map(v => v.id).sort()).toEqual(IDS.flatMap(id => [`${id}/entity`, `${id}/none`]).sort())
@@ -141,7 +141,7 @@ describe('issue 29 targets', () => {
         PEERS,
       ),
     )
-    expect(lines[0]).toBe('Targets (issue 29, computed from this run): 17 PASS, 1 FAIL, 0 not measured')
+    expect(lines[0]).toBe('Targets (computed from this run): 17 PASS, 1 FAIL, 0 not measured')
     expect(lines.filter(l => /^ {2}(PASS|FAIL|n\/a )/.test(l))).toHaveLength(18)
     expect(lines).toContain(
       '  FAIL  p99 enqueue-to-delivery at 2,000/s offered, ordering none: 140.0 ms (median of rounds); target < 100 ms; over by 40.0 ms',

@@ -1,4 +1,4 @@
-// Bulk replay and stop (issue 11, item 4), against a real database and the SQS emulator.
+// Bulk replay and stop, against a real database and the SQS emulator.
 import { beforeEach, describe, expect, it } from 'vitest'
 import { eventsCommand } from '../../lib/cli/events.js'
 import { MAX_BULK_EVENTS } from '../../lib/schema/limits.js'

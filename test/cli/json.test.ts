@@ -1,4 +1,4 @@
-// The CLI's --json (issue 25, item 5): every document parses and is what lib/admin/shapes.ts makes of
+// The CLI's --json: every document parses and is what lib/shapes.ts makes of
 // the same rows, a listing is NDJSON with one line per item, errors stay on stderr with their exit codes.
 import { describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/dispatch.js'

@@ -1,4 +1,4 @@
-// The web console in a real browser (issue 26): Debian's chromium driven by playwright-core against
+// The web console in a real browser: Debian's chromium driven by playwright-core against
 // the local stack with real Postgres and a real receiver. One browser, one stack, the cases in order:
 // they share the events they make. Without /usr/bin/chromium the browser cases skip, loudly.
 import { existsSync } from 'node:fs'

@@ -1,4 +1,4 @@
-// Per-target caps (issue 22, item 2), enforced by the database across drains: four drains at once, a
+// Per-target caps, enforced by the database across drains: four drains at once, a
 // real receiver counting requests in flight and starts per second.
 import { describe, expect, it } from 'vitest'
 import { readBacklog } from '../../lib/db/backlog.js'

@@ -63,7 +63,7 @@ describe('Retry-After', () => {
   })
 })
 
-describe('Retry-After on the whole target (issue 22, item 3)', () => {
+describe('Retry-After on the whole target', () => {
   it('holds every batch of the target for the time asked, spends no attempt on them, and leaves the other target alone', async () => {
     const arrivals: Array<{ path: string; at: number }> = []
     let refusedAt = 0

@@ -30,7 +30,7 @@ function eventOut(row: EventRow, redact: Redactor) {
   }
 }
 
-/** The redactor of the project's current variables (DESIGN §4: stored text is shown redacted, as the CLI shows it). */
+/** The redactor of the project's current variables: stored text is shown redacted, as the CLI shows it (docs/design.md, "Text from outside"). */
 const projectRedactor = async (ctx: GraphqlContext) => redactor((await fetchVariables(ctx.deps.db, ctx.project)).values())
 
 function listing(which: Listing): Resolver {

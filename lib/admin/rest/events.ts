@@ -48,7 +48,7 @@ export function decodeCursor(text: string): EventCursor {
   return { changeUs: BigInt(us), id }
 }
 
-/** The project's variables as a redactor, for receiver text (DESIGN §4); the values go nowhere else. */
+/** The project's variables as a redactor, for receiver text (docs/design.md, "Text from outside"); the values go nowhere else. */
 async function projectRedactor(ctx: RouteContext, project: string): Promise<{ redact: Redactor; reach: number }> {
   const values = [...(await fetchVariables(ctx.deps.db, project)).values()]
   // A redacted form spans up to 9 characters per UTF-16 unit (URL-encoding): fetch that far past the shown part.

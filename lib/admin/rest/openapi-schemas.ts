@@ -1,5 +1,5 @@
 // The JSON Schemas (2020-12, as OpenAPI 3.1 uses) of the REST answers: one per shape of
-// lib/admin/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
+// lib/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
 // validate them (lib/admin/openapi.ts), so a body the document allows is a body the route takes.
 import { FAILED_COUNT_CAP } from '../../db/admin-recent.js'
 import { EVENT_STATES } from '../../shapes.js'
