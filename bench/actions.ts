@@ -27,7 +27,7 @@ export const project = (batchSize: number, variant: OrderVariant = 'entity') =>
 export const BATCH_SIZES = [1, 50] as const
 
 const TRIGGER = 'article_created'
-/** The capped row's project: an uncapped target and one with `maxInFlight` beside it (issue 22). */
+/** The capped row's project: an uncapped target and one with `maxInFlight` beside it. */
 export const CAPPED_PROJECT = 'bench_capped'
 export const CAPPED_IN_FLIGHT = 2
 const CAPPED_TRIGGER = 'article_created_capped'
@@ -75,6 +75,16 @@ export type ActionsBench = {
   close(): Promise<void>
 }
 
+/** What the bench's operations share: the engine's deps, an uncounted pool of its own and the timing context. */
+type Bench = {
+  deps: Deps
+  check: pg.Pool
+  ctx: TimedContext
+  statements: ActionsBench['statements']
+  receiverUrl: string
+  withUpdates: ActionsBench['withUpdates']
+}
+
 /**
  * Actions over a fresh, migrated database, with its signals going to `signalQueueUrl`; `extraEnv` adds
  * settings to the bench's own (the traced row's OTEL_* keys).
@@ -97,7 +107,6 @@ export async function setupActions(
   })
   const deps = createDeps(config, { sqs })
   await migrate(deps.db)
-  const statements = countStatements(deps.db)
   const check = new pg.Pool({ connectionString: url, max: 1 })
   const versionNum = Number((await check.query<{ v: string }>('SELECT current_setting($1) AS v', ['server_version_num'])).rows[0]?.v ?? 0)
   const updates = () => tableUpdates(check, [deps.db], versionNum)
@@ -106,37 +115,47 @@ export async function setupActions(
     const result = await run()
     return { ...result, updates: updatesBetween(before, await updates()) }
   }
-  const storeProject = async (projectName: string, batchSize: number, unordered = false) => {
-    await storeSchema(deps.db, projectName, {
-      targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl, batchSize, ...(unordered ? { ordering: 'none' } : {}) } },
-      triggers: {
-        [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false },
-      },
-    })
+  const b: Bench = { deps, check, ctx, statements: countStatements(deps.db), receiverUrl, withUpdates }
+  await storeSchemas(b)
+  return {
+    deps,
+    config,
+    statements: b.statements,
+    storeProject: (name, batchSize, unordered) => storeProject(b, name, batchSize, unordered),
+    truncate: () => truncate(b),
+    seedHistory: (name, n, keyed) => seedHistory(b, name, n, keyed),
+    updates,
+    withUpdates,
+    countByState: (name, state) => countByState(b, name, state),
+    prepare: (name, n, perKey) => prepare(b, name, n, perKey),
+    deliver: (batchSize, n, variant, beforeTimed) => deliver(b, batchSize, n, variant, beforeTimed),
+    deliverCappedPair: n => deliverCappedPair(b, n),
+    enqueueThroughput: (n, perRequest, concurrency, events) => enqueueThroughput(b, n, perRequest, concurrency, events),
+    close: async () => {
+      await check.end()
+      await closeDeps(deps)
+    },
   }
+}
+
+/** A basic trigger firing on every created Article, to `target`. */
+const onCreate = (name: string, target: string) =>
+  ({ type: 'basic', name, target, entity: 'Article', create: true, delete: false, update: false }) as const
+
+/** Every project's schema: the delivery rows' at each batch size and ordering, the capped pair's, the fan-out's. */
+async function storeSchemas(b: Bench): Promise<void> {
   for (const batchSize of BATCH_SIZES) {
-    for (const variant of ORDER_VARIANTS) await storeProject(project(batchSize, variant), batchSize, variant === 'none')
+    for (const variant of ORDER_VARIANTS) await storeProject(b, project(batchSize, variant), batchSize, variant === 'none')
   }
-  await storeSchema(deps.db, CAPPED_PROJECT, {
+  await storeSchema(b.deps.db, CAPPED_PROJECT, {
     targets: {
-      hook: { type: 'webhook', name: 'hook', url: receiverUrl },
-      capped: { type: 'webhook', name: 'capped', url: receiverUrl, maxInFlight: CAPPED_IN_FLIGHT },
+      hook: { type: 'webhook', name: 'hook', url: b.receiverUrl },
+      capped: { type: 'webhook', name: 'capped', url: b.receiverUrl, maxInFlight: CAPPED_IN_FLIGHT },
     },
-    triggers: {
-      [TRIGGER]: { type: 'basic', name: TRIGGER, target: 'hook', entity: 'Article', create: true, delete: false, update: false },
-      [CAPPED_TRIGGER]: {
-        type: 'basic',
-        name: CAPPED_TRIGGER,
-        target: 'capped',
-        entity: 'Article',
-        create: true,
-        delete: false,
-        update: false,
-      },
-    },
+    triggers: { [TRIGGER]: onCreate(TRIGGER, 'hook'), [CAPPED_TRIGGER]: onCreate(CAPPED_TRIGGER, 'capped') },
   })
-  await storeSchema(deps.db, FANOUT_PROJECT, {
-    targets: { hook: { type: 'webhook', name: 'hook', url: receiverUrl } },
+  await storeSchema(b.deps.db, FANOUT_PROJECT, {
+    targets: { hook: { type: 'webhook', name: 'hook', url: b.receiverUrl } },
     triggers: Object.fromEntries(
       Array.from({ length: FANOUT_TRIGGERS }, (_, i) => {
         const name = fanOutTrigger(i)
@@ -144,164 +163,172 @@ export async function setupActions(
       }),
     ),
   })
+}
 
-  const truncate = async () => {
-    await check.query('TRUNCATE actions_event')
-  }
-  const seedHistory = async (projectName: string, n: number, keyed = false) => {
-    // Random keys: the statistics of distinct per-entity keys; enqueue's own (SHA-256) never meet them.
-    await check.query(
-      `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, last_state_change, order_key)
-       SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, 'hook', $2, jsonb_build_object('operation', 'create', 'entity', 'Article', 'id', i),
-              'succeed', now(), now(), CASE WHEN $4::boolean THEN gen_random_uuid() END
-       FROM generate_series(1, $3::int) AS i`,
-      [projectName, TRIGGER, n, keyed],
+async function storeProject(b: Bench, projectName: string, batchSize: number, unordered = false): Promise<void> {
+  await storeSchema(b.deps.db, projectName, {
+    targets: { hook: { type: 'webhook', name: 'hook', url: b.receiverUrl, batchSize, ...(unordered ? { ordering: 'none' } : {}) } },
+    triggers: { [TRIGGER]: onCreate(TRIGGER, 'hook') },
+  })
+}
+
+async function truncate(b: Bench): Promise<void> {
+  await b.check.query('TRUNCATE actions_event')
+}
+
+async function seedHistory(b: Bench, projectName: string, n: number, keyed = false): Promise<void> {
+  // Random keys: the statistics of distinct per-entity keys; enqueue's own (SHA-256) never meet them.
+  await b.check.query(
+    `INSERT INTO actions_event (id, project, transaction_id, schema_version, target, trigger, payload, state, resolved_at, last_state_change, order_key)
+     SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, 'hook', $2, jsonb_build_object('operation', 'create', 'entity', 'Article', 'id', i),
+            'succeed', now(), now(), CASE WHEN $4::boolean THEN gen_random_uuid() END
+     FROM generate_series(1, $3::int) AS i`,
+    [projectName, TRIGGER, n, keyed],
+  )
+  await b.check.query('VACUUM ANALYZE actions_event')
+}
+
+async function countByState(b: Bench, projectName: string, state: string): Promise<number> {
+  const { rows } = await b.check.query<{ n: number }>('SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = $2', [
+    projectName,
+    state,
+  ])
+  return rows[0]?.n ?? 0
+}
+
+async function prepare(b: Bench, projectName: string, n: number, perKey = 1): Promise<void> {
+  // With several events per entity, an entity's events are spread over the backlog: i mod (n / perKey).
+  const keys = Math.max(1, Math.ceil(n / perKey))
+  for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
+    const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
+    await enqueue(
+      b.deps,
+      request(
+        projectName,
+        Array.from({ length: size }, (_, j) => articlePayload((i + j) % keys)),
+      ),
     )
-    await check.query('VACUUM ANALYZE actions_event')
   }
-  const countByState = async (projectName: string, state: string) => {
-    const { rows } = await check.query<{ n: number }>('SELECT count(*)::int AS n FROM actions_event WHERE project = $1 AND state = $2', [
-      projectName,
-      state,
-    ])
-    return rows[0]?.n ?? 0
-  }
-  const prepare = async (projectName: string, n: number, perKey = 1) => {
-    // With several events per entity, an entity's events are spread over the backlog: i mod (n / perKey).
-    const keys = Math.max(1, Math.ceil(n / perKey))
-    for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
-      const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
-      await enqueue(
-        deps,
-        request(
-          projectName,
-          Array.from({ length: size }, (_, j) => articlePayload((i + j) % keys)),
-        ),
-      )
-    }
-    // Every contender's table is analyzed after its bulk load, as autovacuum would soon do in production.
-    await check.query('VACUUM ANALYZE actions_event')
-  }
+  // Every contender's table is analyzed after its bulk load, as autovacuum would soon do in production.
+  await b.check.query('VACUUM ANALYZE actions_event')
+}
 
-  return {
-    deps,
-    config,
-    statements,
-    storeProject,
-    truncate,
-    seedHistory,
-    updates,
-    withUpdates,
-    countByState,
-    prepare,
-    deliver: async (batchSize, n, variant = 'entity', beforeTimed) => {
-      const name = project(batchSize, variant)
-      await truncate()
-      await prepare(name, n, variant === 'keys10' ? 10 : 1)
-      await beforeTimed?.()
-      return withUpdates(() =>
-        timedDelivery(
-          ctx,
-          n,
-          async () => {
-            // The real dispatch path, without the Lambda clock: drain until nothing is due. With several
-            // events per entity a drain may end while the last of them wait for their predecessors' records.
-            const drainAll = async () => {
-              for (let i = 0; i < 1_000; i++) {
-                await drainProject(deps, name, { remainingMs: () => Infinity })
-                if (variant !== 'keys10' || (await countByState(name, 'succeed')) === n) return
-              }
-            }
-            const drain = drainAll()
-            return {
-              finished: drain,
-              stop: async () => {
-                await drain
-                return (await countByState(name, 'succeed')) === n
-              },
-            }
-          },
-          statements,
-        ),
-      )
-    },
-    deliverCappedPair: async n => {
-      await truncate()
-      const half = Math.floor(n / 2)
-      for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
-        const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
-        await enqueue(deps, {
-          project: CAPPED_PROJECT,
-          transactionId: randomUUID(),
-          events: Array.from({ length: size }, (_, j) => ({
-            trigger: i + j < half ? CAPPED_TRIGGER : TRIGGER,
-            payload: articlePayload(i + j),
-          })),
-        })
-      }
-      await check.query('VACUUM ANALYZE actions_event')
-      return timedDelivery(
-        ctx,
-        n,
-        async () => {
-          const drain = drainProject(deps, CAPPED_PROJECT, { remainingMs: () => Infinity })
-          return {
-            finished: drain,
-            stop: async () => {
-              await drain
-              return (await countByState(CAPPED_PROJECT, 'succeed')) === n
-            },
+async function deliver(
+  b: Bench,
+  batchSize: number,
+  n: number,
+  variant: OrderVariant = 'entity',
+  beforeTimed?: () => Promise<void>,
+): Promise<RunResult> {
+  const name = project(batchSize, variant)
+  await truncate(b)
+  await prepare(b, name, n, variant === 'keys10' ? 10 : 1)
+  await beforeTimed?.()
+  return b.withUpdates(() =>
+    timedDelivery(
+      b.ctx,
+      n,
+      async () => {
+        // The real dispatch path, without the Lambda clock: drain until nothing is due. With several
+        // events per entity a drain may end while the last of them wait for their predecessors' records.
+        const drainAll = async () => {
+          for (let i = 0; i < 1_000; i++) {
+            await drainProject(b.deps, name, { remainingMs: () => Infinity })
+            if (variant !== 'keys10' || (await countByState(b, name, 'succeed')) === n) return
           }
-        },
-        statements,
-      )
-    },
-    enqueueThroughput: async (n, perRequest, concurrency, events = 'named') => {
-      await truncate()
-      const projectName = events === 'named' ? project(1) : FANOUT_PROJECT
-      // Requests are built beforehand: producing the input is the caller's work, not enqueue's.
-      const requests = Array.from({ length: Math.ceil(n / perRequest) }, (_, r) => {
-        const ids = Array.from({ length: Math.min(perRequest, n - r * perRequest) }, (_, j) => r * perRequest + j)
-        return events === 'named'
-          ? request(
-              projectName,
-              ids.map(i => articlePayload(i)),
-            )
-          : mutationRequest(ids)
-      })
-      statements.reset()
-      const cpuStart = await ctx.cpu.start()
-      const t0 = now()
-      let next = 0
-      let note: string | undefined
-      try {
-        await Promise.all(
-          Array.from({ length: concurrency }, async () => {
-            for (let r = next++; r < requests.length; r = next++) await enqueue(deps, requests[r])
-          }),
-        )
-      } catch (error) {
-        note = `error: ${error instanceof Error ? error.message : String(error)}`
-      }
-      const seconds = (now() - t0) / 1000
-      const cpu = await ctx.cpu.stop(cpuStart)
-      const statementsPerEvent = statements.count() / n
-      const written = await countByState(projectName, 'created')
+        }
+        const drain = drainAll()
+        return {
+          finished: drain,
+          stop: async () => {
+            await drain
+            return (await countByState(b, name, 'succeed')) === n
+          },
+        }
+      },
+      b.statements,
+    ),
+  )
+}
+
+async function deliverCappedPair(b: Bench, n: number): Promise<RunResult> {
+  await truncate(b)
+  const half = Math.floor(n / 2)
+  for (let i = 0; i < n; i += PREPARE_REQUEST_EVENTS) {
+    const size = Math.min(PREPARE_REQUEST_EVENTS, n - i)
+    await enqueue(b.deps, {
+      project: CAPPED_PROJECT,
+      transactionId: randomUUID(),
+      events: Array.from({ length: size }, (_, j) => ({
+        trigger: i + j < half ? CAPPED_TRIGGER : TRIGGER,
+        payload: articlePayload(i + j),
+      })),
+    })
+  }
+  await b.check.query('VACUUM ANALYZE actions_event')
+  return timedDelivery(
+    b.ctx,
+    n,
+    async () => {
+      const drain = drainProject(b.deps, CAPPED_PROJECT, { remainingMs: () => Infinity })
       return {
-        events: n,
-        seconds,
-        delivered: written,
-        duplicates: 0,
-        allDelivered: written === n && !note,
-        statementsPerEvent,
-        cpu,
-        ...(note ? { note } : {}),
+        finished: drain,
+        stop: async () => {
+          await drain
+          return (await countByState(b, CAPPED_PROJECT, 'succeed')) === n
+        },
       }
     },
-    close: async () => {
-      await check.end()
-      await closeDeps(deps)
-    },
+    b.statements,
+  )
+}
+
+async function enqueueThroughput(
+  b: Bench,
+  n: number,
+  perRequest: number,
+  concurrency: number,
+  events: 'named' | 'mutations' = 'named',
+): Promise<RunResult> {
+  await truncate(b)
+  const projectName = events === 'named' ? project(1) : FANOUT_PROJECT
+  // Requests are built beforehand: producing the input is the caller's work, not enqueue's.
+  const requests = Array.from({ length: Math.ceil(n / perRequest) }, (_, r) => {
+    const ids = Array.from({ length: Math.min(perRequest, n - r * perRequest) }, (_, j) => r * perRequest + j)
+    return events === 'named'
+      ? request(
+          projectName,
+          ids.map(i => articlePayload(i)),
+        )
+      : mutationRequest(ids)
+  })
+  b.statements.reset()
+  const cpuStart = await b.ctx.cpu.start()
+  const t0 = now()
+  let next = 0
+  let note: string | undefined
+  try {
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        for (let r = next++; r < requests.length; r = next++) await enqueue(b.deps, requests[r])
+      }),
+    )
+  } catch (error) {
+    note = `error: ${error instanceof Error ? error.message : String(error)}`
+  }
+  const seconds = (now() - t0) / 1000
+  const cpu = await b.ctx.cpu.stop(cpuStart)
+  const written = await countByState(b, projectName, 'created')
+  const allDelivered = written === n && !note
+  return {
+    events: n,
+    seconds,
+    delivered: written,
+    duplicates: 0,
+    allDelivered,
+    statementsPerEvent: b.statements.count() / n,
+    cpu,
+    ...(note ? { note } : {}),
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/egress.ts [n]`: the egress guard's decision (lib/delivery/egress.ts, issue 24 item 6),
+ * `npx tsx bench/egress.ts [n]`: the egress guard's decision (lib/delivery/egress.ts),
  * the hand-written CIDR matcher it replaced against Node's net.BlockList, in decisions per second per
  * kind of address. The hand-written one is read from git (HANDWRITTEN_REV), so the comparison can be
  * rerun after its removal. Interleaved: each round times both on every kind, alternating which goes

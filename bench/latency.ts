@@ -58,37 +58,22 @@ export async function measureLatency(
   const target = project(1, opts.ordering)
   await actions.truncate()
   await actions.seedHistory(target, HISTORY_EVENTS, opts.ordering !== 'none')
-  const name = `bench-latency-${++queues}`
-  // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
-  const queueUrl = await producer.createQueue(name)
-  const credentials = { accessKeyId: 'test', secretAccessKey: 'test' }
-  // The handler's own signals (a drain's continuation) go to the same queue, as in the deployment.
-  const signalClient = new SQSClient({ endpoint: producer.endpoint, region: 'us-east-1', credentials })
-  const deps = { ...actions.deps, signals: createSignals(signalClient, queueUrl) }
-  const handler = createHandler(() => deps)
+  const run = await startRun(actions, producer, opts)
   const requests = Math.max(1, Math.round((opts.rate * opts.seconds) / opts.perRequest))
   const events = requests * opts.perRequest
   const intervalMs = (opts.perRequest / opts.rate) * 1000
-
-  // The event source runs in the producer, as AWS runs it; an invocation is the handler here, with a
-  // context whose remaining time starts when the handler does.
-  const poller = await producer.startPoller(
-    { queueUrl, queueArn: `arn:aws:sqs:us-east-1:000000000000:${name}`, source: opts.source },
-    event => handler(event, lambdaContext('bench-dispatch', opts.source.timeoutMs)),
-  )
+  const load = (requests: number, firstId: number, boundMs: number) =>
+    producer.load({ queueUrl: run.queueUrl, project: target, requests, perRequest: opts.perRequest, intervalMs, firstId }, boundMs)
 
   // Untimed warm-up at the same rate, as every other row has one: the poller's SDK clients, this
   // process's JIT, the pools' connections and the statements' plans (the seeding's ANALYZE invalidated
   // them) start cold, and without it the first second's events made the whole tail (p99 200 ms at
   // 500/s, every event in that tail from the first 5% of the run; 13 ms p50).
-  let note: string | undefined
   const warmRequests = Math.max(1, Math.round((opts.rate * WARMUP_SECONDS) / opts.perRequest))
+  let note: string | undefined
   try {
     await ctx.receiver.reset(warmRequests * opts.perRequest)
-    await producer.load(
-      { queueUrl, project: target, requests: warmRequests, perRequest: opts.perRequest, intervalMs, firstId: 0 },
-      WARMUP_SECONDS * 1000 + ctx.deadlineMs,
-    )
+    await load(warmRequests, 0, WARMUP_SECONDS * 1000 + ctx.deadlineMs)
     await ctx.receiver.whenComplete(ctx.deadlineMs)
   } catch (error) {
     note = `warm-up: ${error instanceof Error ? error.message : String(error)}`
@@ -99,15 +84,12 @@ export async function measureLatency(
   actions.statements.reset()
   const cpuStart = await ctx.cpu.start()
   const started = now()
-  let load: Load | undefined
+  let loaded: Load | undefined
   let end: number
   try {
     // The load itself takes `seconds`; what is still in flight after it is bounded like a delivery run.
-    load = await producer.load(
-      // Entity ids past the warm-up's: with per-entity order, distinct keys means none shared with an event still in flight.
-      { queueUrl, project: target, requests, perRequest: opts.perRequest, intervalMs, firstId: warmRequests * opts.perRequest },
-      opts.seconds * 1000 + ctx.deadlineMs,
-    )
+    // Entity ids past the warm-up's: with per-entity order, distinct keys means none shared with an event still in flight.
+    loaded = await load(requests, warmRequests * opts.perRequest, opts.seconds * 1000 + ctx.deadlineMs)
     end = await ctx.receiver.whenComplete(ctx.deadlineMs)
   } catch (error) {
     end = now()
@@ -115,23 +97,12 @@ export async function measureLatency(
   }
   const cpu = await ctx.cpu.stop(cpuStart)
   const statements = actions.statements.count()
-  // The poller's warnings (a failed receive, a failed invocation) are counted into the run's note.
-  const pollerProblems = await poller.stop().then(
-    r => r.problems,
-    (error: unknown) => {
-      note = [note, `the poller did not stop: ${error instanceof Error ? error.message : String(error)}`].filter(Boolean).join('; ')
-      return 0
-    },
-  )
-  signalClient.destroy()
+  note = joinNotes(note, await run.stop(), loaded)
   const counts = await ctx.receiver.counts({ latencies: true })
   const latencies = (counts.latencies ?? []).sort((a, b) => a - b)
-  const enqueueErrors = load?.enqueueErrors ?? 0
-  if (enqueueErrors || pollerProblems)
-    note = [note, `${enqueueErrors} enqueue errors, ${pollerProblems} poller warnings`].filter(Boolean).join('; ')
   return {
     events,
-    seconds: (end - (load?.t0 ?? started)) / 1000,
+    seconds: (end - (loaded?.t0 ?? started)) / 1000,
     delivered: counts.delivered,
     duplicates: counts.duplicates,
     allDelivered: counts.delivered === events && note === undefined,
@@ -143,4 +114,54 @@ export async function measureLatency(
     maxMs: latencies[latencies.length - 1] ?? NaN,
     ...(note !== undefined ? { note } : {}),
   }
+}
+
+/** What one latency run stops at its end: the poller (with what it had to warn about) and this process's SQS client. */
+type Run = { queueUrl: string; stop(): Promise<{ problems: number } | { failed: string }> }
+
+/**
+ * A queue of the run's own, the dispatch handler over it, and the producer's event source invoking the
+ * handler here over IPC.
+ */
+async function startRun(actions: ActionsBench, producer: ProducerProcess, opts: LatencyOptions): Promise<Run> {
+  const name = `bench-latency-${++queues}`
+  // Signals of this run go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
+  const queueUrl = await producer.createQueue(name)
+  const credentials = { accessKeyId: 'test', secretAccessKey: 'test' }
+  // The handler's own signals (a drain's continuation) go to the same queue, as in the deployment.
+  const signalClient = new SQSClient({ endpoint: producer.endpoint, region: 'us-east-1', credentials })
+  const deps = { ...actions.deps, signals: createSignals(signalClient, queueUrl) }
+  const handler = createHandler(() => deps)
+  // The event source runs in the producer, as AWS runs it; an invocation is the handler here, with a
+  // context whose remaining time starts when the handler does.
+  const poller = await producer.startPoller(
+    { queueUrl, queueArn: `arn:aws:sqs:us-east-1:000000000000:${name}`, source: opts.source },
+    event => handler(event, lambdaContext('bench-dispatch', opts.source.timeoutMs)),
+  )
+  return {
+    queueUrl,
+    stop: async () => {
+      const stopped = await poller.stop().then(
+        r => ({ problems: r.problems }),
+        (error: unknown) => ({ failed: error instanceof Error ? error.message : String(error) }),
+      )
+      signalClient.destroy()
+      return stopped
+    },
+  }
+}
+
+/** The run's note: what fell short, the poller not stopping, and counted enqueue errors and poller warnings. */
+function joinNotes(
+  note: string | undefined,
+  stopped: { problems: number } | { failed: string },
+  loaded: Load | undefined,
+): string | undefined {
+  const notes = [note]
+  if ('failed' in stopped) notes.push(`the poller did not stop: ${stopped.failed}`)
+  const pollerProblems = 'problems' in stopped ? stopped.problems : 0
+  const enqueueErrors = loaded?.enqueueErrors ?? 0
+  if (enqueueErrors || pollerProblems) notes.push(`${enqueueErrors} enqueue errors, ${pollerProblems} poller warnings`)
+  const joined = notes.filter(Boolean).join('; ')
+  return joined === '' ? undefined : joined
 }

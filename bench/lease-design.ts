@@ -1,4 +1,4 @@
-// An experiment, not a contender (issue 29, item 2): what taking the claim's lease out of the indexed
+// An experiment, not a contender: what taking the claim's lease out of the indexed
 // columns saves, measured on a table shaped as actions_event; it chose the design of migration 017
 // (fillfactor 50, not 85) before the engine had it, and keeps the comparison reproducible. The old
 // design writes the lease into `visible_at` (in the due index) and `state` (in every partial index's

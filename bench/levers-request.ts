@@ -1,7 +1,7 @@
 /**
- * `npx tsx bench/levers-request.ts [n]`: the request-path choices of lib/delivery/webhook.ts (issue 14
- * item 2), measured like bench/levers.ts: 8 single-event POSTs in flight to the bench's receiver
- * process, no queue, no Postgres; client CPU per request (least of the rounds) and POST/s (best).
+ * `npx tsx bench/levers-request.ts [n]`: the request-path choices of lib/delivery/webhook.ts, measured like
+ * bench/levers.ts: 8 single-event POSTs in flight to the bench's receiver process, no queue, no Postgres;
+ * client CPU per request (least of the rounds) and POST/s (best).
  */
 import './quiet.js'
 import { Agent, Pool, request, type Dispatcher } from 'undici'

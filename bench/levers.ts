@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/levers.ts [n]`: what the per-request levers of issue 14 item 2 are worth, measured
+ * `npx tsx bench/levers.ts [n]`: what the per-request levers of the webhook client are worth, measured
  * on the request path alone (no queue, no Postgres) against the bench's receiver process. Each variant
  * sends `n` single-event POSTs, 8 in flight, and reports POST/s and this process's CPU per request
  * (CPU per request is the steadier figure on a shared machine). Read-only with respect to lib/: the
@@ -18,82 +18,19 @@ const TIMEOUT_MS = 30_000
 
 type Send = (i: number) => Promise<void>
 
+type Clients = { url: URL; receiverUrl: string; pool: Pool; piped: Pool; agent: Agent }
+
 async function main(): Promise<void> {
   const receiver = await startReceiverProcess()
   const url = new URL(receiver.url)
-  const pool = new Pool(url.origin, { connections: IN_FLIGHT, pipelining: 1 })
-  const piped = new Pool(url.origin, { connections: 2, pipelining: 4 })
-  const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 64, pipelining: 1 })
-  // A stored event as Postgres hands it over today (jsonb parsed into an object) and as text.
-  const storedText = JSON.stringify(eventJob(0))
-  const post = (p: Pool, body: string, signal?: AbortSignal) =>
-    p.request({
-      origin: url.origin,
-      path: url.pathname,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-      ...(signal ? { signal } : {}),
-    })
-  const variants: Array<[string, Send]> = [
-    [
-      'ceiling: Pool.request + dump',
-      async i => {
-        await (await post(pool, JSON.stringify({ events: [eventJob(i)] }))).body.dump()
-      },
-    ],
-    [
-      '+ AbortController and setTimeout per request',
-      async i => {
-        const abort = new AbortController()
-        const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
-        try {
-          await (await post(pool, JSON.stringify({ events: [eventJob(i)] }), abort.signal)).body.dump()
-        } finally {
-          clearTimeout(timer)
-        }
-      },
-    ],
-    [
-      '+ request(url) through an Agent, body read by for-await (webhook.ts today)',
-      async i => {
-        const abort = new AbortController()
-        const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
-        try {
-          const r = await request(receiver.url, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ events: [eventJob(i)] }),
-            dispatcher: agent,
-            signal: abort.signal,
-          })
-          const chunks: Buffer[] = []
-          for await (const c of r.body) chunks.push(Buffer.from(c))
-          Buffer.concat(chunks).toString('utf8')
-        } finally {
-          clearTimeout(timer)
-        }
-      },
-    ],
-    [
-      'ceiling, payload parsed from text then re-serialized',
-      async () => {
-        await (await post(pool, JSON.stringify({ events: [JSON.parse(storedText)] }))).body.dump()
-      },
-    ],
-    [
-      'ceiling, stored text spliced into the body',
-      async () => {
-        await (await post(pool, `{"events":[${storedText}]}`)).body.dump()
-      },
-    ],
-    [
-      'ceiling, undici pipelining 4 over 2 connections',
-      async i => {
-        await (await post(piped, JSON.stringify({ events: [eventJob(i)] }))).body.dump()
-      },
-    ],
-  ]
+  const clients: Clients = {
+    url,
+    receiverUrl: receiver.url,
+    pool: new Pool(url.origin, { connections: IN_FLIGHT, pipelining: 1 }),
+    piped: new Pool(url.origin, { connections: 2, pipelining: 4 }),
+    agent: new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 64, pipelining: 1 }),
+  }
+  const variants = variantsOf(clients)
   try {
     for (const [, send] of variants) await run(send, Math.min(1_000, n), receiver)
     // Interleaved rounds; the least CPU per request of the rounds is the figure least disturbed by other load.
@@ -112,9 +49,67 @@ async function main(): Promise<void> {
       )
     }
   } finally {
-    await Promise.all([pool.close(), piped.close(), agent.close()])
+    await Promise.all([clients.pool.close(), clients.piped.close(), clients.agent.close()])
     await receiver.stop()
   }
+}
+
+/** The variants, each adding one lever of the webhook client's request path to the ceiling's. */
+function variantsOf({ url, receiverUrl, pool, piped, agent }: Clients): Array<[string, Send]> {
+  // A stored event as Postgres hands it over today (jsonb parsed into an object) and as text.
+  const storedText = JSON.stringify(eventJob(0))
+  const post = (p: Pool, body: string, signal?: AbortSignal) =>
+    p.request({
+      origin: url.origin,
+      path: url.pathname,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+      ...(signal ? { signal } : {}),
+    })
+  /** Runs `send` with an AbortController and a timer of its own, as the webhook client does per request. */
+  const timed = async (send: (signal: AbortSignal) => Promise<void>) => {
+    const abort = new AbortController()
+    const timer = setTimeout(() => abort.abort(), TIMEOUT_MS)
+    try {
+      await send(abort.signal)
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+  return [
+    ['ceiling: Pool.request + dump', async i => (await post(pool, JSON.stringify({ events: [eventJob(i)] }))).body.dump()],
+    [
+      '+ AbortController and setTimeout per request',
+      i => timed(async signal => (await post(pool, JSON.stringify({ events: [eventJob(i)] }), signal)).body.dump()),
+    ],
+    [
+      '+ request(url) through an Agent, body read by for-await (webhook.ts today)',
+      i =>
+        timed(async signal => {
+          const body = JSON.stringify({ events: [eventJob(i)] })
+          const r = await request(receiverUrl, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body,
+            dispatcher: agent,
+            signal,
+          })
+          const chunks: Buffer[] = []
+          for await (const c of r.body) chunks.push(Buffer.from(c))
+          Buffer.concat(chunks).toString('utf8')
+        }),
+    ],
+    [
+      'ceiling, payload parsed from text then re-serialized',
+      async () => (await post(pool, JSON.stringify({ events: [JSON.parse(storedText)] }))).body.dump(),
+    ],
+    ['ceiling, stored text spliced into the body', async () => (await post(pool, `{"events":[${storedText}]}`)).body.dump()],
+    [
+      'ceiling, undici pipelining 4 over 2 connections',
+      async i => (await post(piped, JSON.stringify({ events: [eventJob(i)] }))).body.dump(),
+    ],
+  ]
 }
 
 async function run(send: Send, count: number, receiver: Awaited<ReturnType<typeof startReceiverProcess>>) {

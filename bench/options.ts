@@ -61,7 +61,7 @@ export function benchOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     deadlineMs: positive('BENCH_DEADLINE_MS', env.BENCH_DEADLINE_MS, 120_000),
     // 8 s at full size: long enough for ~4,000 and ~16,000 samples, so p99 is not one unlucky event.
     latencySeconds: positive('BENCH_LATENCY_SECONDS', env.BENCH_LATENCY_SECONDS, quick ? 2 : 8),
-    // Issue 29's three offered rates: p99 < 100 ms at 500/s and 2,000/s, < 250 ms at 5,000/s.
+    // The bench's three offered rates: p99 < 100 ms at 500/s and 2,000/s, < 250 ms at 5,000/s.
     latencyRates: list('BENCH_LATENCY_RATES', env.BENCH_LATENCY_RATES, [500, 2_000, 5_000]),
     // 100 and below are bound by pg-boss's polling interval (see bench/pgboss.ts); 1000 was the best of 25…2500.
     pgbossBatches: list('BENCH_PGBOSS_BATCH', env.BENCH_PGBOSS_BATCH, [250, 1_000, 2_500]),

@@ -67,16 +67,23 @@ const CREDENTIALS = { accessKeyId: 'test', secretAccessKey: 'test' }
 /** An invocation's answer may take the function's timeout; past it and this margin (IPC, a busy parent) it counts as failed. */
 const INVOKE_MARGIN_MS = 10_000
 
-async function main(send: (m: FromProducer) => void): Promise<void> {
-  const fauxqs = await startFauxqs({ port: 0, logger: false })
-  const endpoint = `http://127.0.0.1:${fauxqs.port}`
-  let deps: Deps | undefined
-  let sqs: SQSClient | undefined
-  const pollers = new Map<number, { stop(): Promise<number> }>()
+/** What the producer keeps between requests: its emulator, the enqueue deps once initialised, the running pollers. */
+type Producer = {
+  endpoint: string
+  fauxqs: Awaited<ReturnType<typeof startFauxqs>>
+  deps?: Deps
+  sqs?: SQSClient
+  pollers: Map<number, { stop(): Promise<number> }>
+  invoke: (poller: number, event: SQSEvent, timeoutMs: number) => Promise<unknown>
+}
+
+/**
+ * Invocations of the handler in the parent over IPC: `invoke` rejects (a failed invocation, to the
+ * poller) on the parent's error or past its bound; `answer` settles one with the parent's reply.
+ */
+function createInvoker(send: (m: FromProducer) => void) {
   let nextInvoke = 0
   const invocations = new Map<number, (reply: InvokeReply) => void>()
-
-  /** One invocation of the handler in the parent; rejects (a failed invocation, to the poller) on its error or past its bound. */
   const invoke = async (poller: number, event: SQSEvent, timeoutMs: number): Promise<unknown> => {
     const id = ++nextInvoke
     const reply = await withTimeout(
@@ -90,73 +97,79 @@ async function main(send: (m: FromProducer) => void): Promise<void> {
     if (reply.type === 'invokeFailed') throw new Error(`the dispatch handler failed: ${reply.error}`)
     return reply.result
   }
+  // An answer past its bound finds no waiter: that invocation already counted as failed.
+  const answer = (reply: InvokeReply) => invocations.get(reply.id)?.(reply)
+  return { invoke, answer }
+}
 
-  const handle = async (m: ProducerRequest): Promise<FromProducer> => {
-    switch (m.type) {
-      case 'init': {
-        // The queue URL is a placeholder: each load sends its signals to the queue of its run.
-        const config = loadConfig({
-          DATABASE_URL: m.databaseUrl,
-          SIGNAL_QUEUE_URL: `${endpoint}/000000000000/unused`,
-          LOG_LEVEL: 'error',
-          WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
-        })
-        // Bounded like the enqueue Lambda's client (lib/deps.ts), pointed at this process's emulator.
-        sqs = createSqsClient(config, { endpoint, credentials: CREDENTIALS })
-        deps = createDeps(config, { sqs })
-        return { type: 'ready', id: m.id }
-      }
-      case 'queue':
-        return { type: 'queue', id: m.id, queueUrl: fauxqs.createQueue(m.name).queueUrl }
-      case 'load': {
-        if (!deps || !sqs) throw new Error('the producer was not initialised')
-        // The pool drops idle connections after 30 s, and a full bench reaches these rows minutes after init.
-        await warmPool(deps, deps.config.DB_POOL_MAX)
-        // Each run's signals go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
-        const load = await pacedLoad({ ...deps, signals: createSignals(sqs, m.queueUrl) }, m)
-        return { type: 'loaded', id: m.id, load }
-      }
-      case 'cpu': {
-        const usage = process.cpuUsage()
-        return { type: 'cpu', id: m.id, micros: usage.user + usage.system }
-      }
-      case 'poll': {
-        const poller = m.id
-        pollers.set(
-          poller,
-          startEventSource({ endpoint, queueUrl: m.queueUrl, queueArn: m.queueArn, source: m.source }, event =>
-            invoke(poller, event, m.source.timeoutMs),
-          ),
-        )
-        return { type: 'polling', id: m.id }
-      }
-      case 'unpoll': {
-        const poller = pollers.get(m.poller)
-        if (!poller) throw new Error(`no poller ${m.poller}`)
-        pollers.delete(m.poller)
-        // Waits for the invocations in flight, each bounded by `invoke`.
-        return { type: 'unpolled', id: m.id, problems: await poller.stop() }
-      }
-    }
-  }
-
+async function main(send: (m: FromProducer) => void): Promise<void> {
+  const fauxqs = await startFauxqs({ port: 0, logger: false })
+  const invoker = createInvoker(send)
+  const producer: Producer = { endpoint: `http://127.0.0.1:${fauxqs.port}`, fauxqs, pollers: new Map(), invoke: invoker.invoke }
   process.on('message', (m: ToProducer) => {
-    if (m.type === 'invoked' || m.type === 'invokeFailed') {
-      // An answer past its bound finds no waiter: that invocation already counted as failed.
-      invocations.get(m.id)?.(m)
-      return
-    }
-    void handle(m).then(send, (error: unknown) =>
+    if (m.type === 'invoked' || m.type === 'invokeFailed') return void invoker.answer(m)
+    void handle(producer, m).then(send, (error: unknown) =>
       send({ type: 'failed', id: m.id, error: error instanceof Error ? error.message : String(error) }),
     )
   })
   // The parent going away (even killed) closes the IPC channel; the producer must not outlive it.
   process.on('disconnect', () => {
+    const { pollers, deps } = producer
     void Promise.allSettled([...[...pollers.values()].map(p => p.stop()), deps ? closeDeps(deps) : undefined, fauxqs.stop()]).finally(() =>
       process.exit(0),
     )
   })
   send({ type: 'listening', port: fauxqs.port })
+}
+
+/** One request of the parent, answered. */
+async function handle(p: Producer, m: ProducerRequest): Promise<FromProducer> {
+  switch (m.type) {
+    case 'init': {
+      // The queue URL is a placeholder: each load sends its signals to the queue of its run.
+      const config = loadConfig({
+        DATABASE_URL: m.databaseUrl,
+        SIGNAL_QUEUE_URL: `${p.endpoint}/000000000000/unused`,
+        LOG_LEVEL: 'error',
+        WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
+      })
+      // Bounded like the enqueue Lambda's client (lib/deps.ts), pointed at this process's emulator.
+      p.sqs = createSqsClient(config, { endpoint: p.endpoint, credentials: CREDENTIALS })
+      p.deps = createDeps(config, { sqs: p.sqs })
+      return { type: 'ready', id: m.id }
+    }
+    case 'queue':
+      return { type: 'queue', id: m.id, queueUrl: p.fauxqs.createQueue(m.name).queueUrl }
+    case 'load': {
+      const { deps, sqs } = p
+      if (!deps || !sqs) throw new Error('the producer was not initialised')
+      // The pool drops idle connections after 30 s, and a full bench reaches these rows minutes after init.
+      await warmPool(deps, deps.config.DB_POOL_MAX)
+      // Each run's signals go to a queue of its own, so leftovers of earlier runs cannot wake the handler.
+      const load = await pacedLoad({ ...deps, signals: createSignals(sqs, m.queueUrl) }, m)
+      return { type: 'loaded', id: m.id, load }
+    }
+    case 'cpu': {
+      const usage = process.cpuUsage()
+      return { type: 'cpu', id: m.id, micros: usage.user + usage.system }
+    }
+    case 'poll': {
+      const poller = m.id
+      const source = { endpoint: p.endpoint, queueUrl: m.queueUrl, queueArn: m.queueArn, source: m.source }
+      p.pollers.set(
+        poller,
+        startEventSource(source, event => p.invoke(poller, event, m.source.timeoutMs)),
+      )
+      return { type: 'polling', id: m.id }
+    }
+    case 'unpoll': {
+      const poller = p.pollers.get(m.poller)
+      if (!poller) throw new Error(`no poller ${m.poller}`)
+      p.pollers.delete(m.poller)
+      // Waits for the invocations in flight, each bounded by `invoke`.
+      return { type: 'unpolled', id: m.id, problems: await poller.stop() }
+    }
+  }
 }
 
 /**

@@ -65,68 +65,9 @@ async function main(): Promise<void> {
       await actions.truncate()
       await actions.prepare(project(batchSize), size)
       timings.length = 0
-      const posts: number[] = []
       await receiver.reset(size)
-      const profiler = size === n ? await startProfiler() : undefined
-      const allocations = size === n ? await startAllocationSampling() : undefined
-      const waits = sampleWaits(admin, dbName)
-      const cpuStart = await cpu.start()
-      const elu0 = performance.eventLoopUtilization()
-      const usage0 = process.cpuUsage()
-      const switches0 = await contextSwitches()
-      const main0 = await mainThreadMicros()
-      const t0 = now()
-      const result = await drainProject(actions.deps, project(batchSize), {
-        remainingMs: () => Infinity,
-        onBatch: b => {
-          posts.push(b.durationMs)
-        },
-      })
-      const seconds = (now() - t0) / 1000
-      const elu = performance.eventLoopUtilization(elu0)
-      const usage = process.cpuUsage(usage0)
-      const switches1 = await contextSwitches()
-      const main1 = await mainThreadMicros()
-      const allocated = await allocations?.()
-      const cpuProfile = await profiler?.()
-      const waited = await waits.stop()
-      const share = await cpu.stop(cpuStart)
-      if (size !== n) continue
-      console.log(
-        `batchSize ${batchSize}: ${result.succeeded} delivered in ${seconds.toFixed(2)} s = ${Math.round(result.succeeded / seconds)}/s, ${result.batches} batches`,
-      )
-      console.log(
-        `CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`,
-      )
-      // All of this process's threads (GC helpers included), split by where the time went.
-      console.log(
-        `Dispatcher CPU per event: ${((usage.user + usage.system) / result.succeeded).toFixed(1)} µs (user ${(usage.user / result.succeeded).toFixed(1)}, system ${(usage.system / result.succeeded).toFixed(1)})`,
-      )
-      if (main0 !== undefined && main1 !== undefined) {
-        const mainUs = (main1 - main0) / result.succeeded
-        console.log(
-          `  of which the event loop thread ${mainUs.toFixed(1)} µs, other threads (GC helpers, libuv, the profiler) ${((usage.user + usage.system) / result.succeeded - mainUs).toFixed(1)} µs`,
-        )
-      }
-      // Involuntary switches: the event loop's thread preempted, mostly by a process its own write woke
-      // (the receiver, a Postgres backend) on the same core: the time shows up as socket writes.
-      if (switches0 && switches1)
-        console.log(
-          `Event loop thread context switches per event: ${((switches1.voluntary - switches0.voluntary) / result.succeeded).toFixed(2)} voluntary, ${((switches1.involuntary - switches0.involuntary) / result.succeeded).toFixed(2)} involuntary (preempted)`,
-        )
-      // The dispatcher's event loop: busy running JavaScript (and callbacks), or idle waiting for I/O.
-      console.log(
-        `Dispatcher event loop busy ${Math.round(elu.utilization * 100)}% of the drain (idle = waiting for Postgres or the receiver)`,
-      )
-      if (cpuProfile) await summarize(cpuProfile)
-      if (allocated) summarizeAllocations(allocated, result.succeeded)
-      describe(timings, t0, seconds * 1000)
-      const sorted = posts.sort((a, b) => a - b)
-      console.log(`Sampled backends of ${dbName} every ~5 ms (${waited.samples} samples), active statements by wait event:`)
-      for (const [k, v] of [...waited.counts].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`  ${String(v).padStart(5)}  ${k}`)
-      console.log(
-        `POST ms (whole ms, as deliver() reports): p50 ${percentile(sorted, 0.5)} p90 ${percentile(sorted, 0.9)} p99 ${percentile(sorted, 0.99)}`,
-      )
+      const measured = await measureDrain(actions, { admin, dbName, cpu, timings }, size === n)
+      if (size === n) await printProfile(measured, dbName)
     }
   } finally {
     await actions.close()
@@ -136,6 +77,83 @@ async function main(): Promise<void> {
     await receiver.stop()
     await server.close()
   }
+}
+
+type Drained = Awaited<ReturnType<typeof measureDrain>>
+
+/** One drain of the prepared backlog with every meter running; the profilers only when `profiled`. */
+async function measureDrain(
+  actions: Awaited<ReturnType<typeof setupActions>>,
+  m: { admin: pg.Client; dbName: string; cpu: ReturnType<typeof createCpuMeter>; timings: Timing[] },
+  profiled: boolean,
+) {
+  const posts: number[] = []
+  const profiler = profiled ? await startProfiler() : undefined
+  const allocations = profiled ? await startAllocationSampling() : undefined
+  const waits = sampleWaits(m.admin, m.dbName)
+  const cpuStart = await m.cpu.start()
+  const elu0 = performance.eventLoopUtilization()
+  const usage0 = process.cpuUsage()
+  const switches0 = await contextSwitches()
+  const main0 = await mainThreadMicros()
+  const t0 = now()
+  const result = await drainProject(actions.deps, project(batchSize), {
+    remainingMs: () => Infinity,
+    onBatch: b => {
+      posts.push(b.durationMs)
+    },
+  })
+  const seconds = (now() - t0) / 1000
+  const elu = performance.eventLoopUtilization(elu0)
+  const usage = process.cpuUsage(usage0)
+  const switches = { before: switches0, after: await contextSwitches() }
+  const main1 = await mainThreadMicros()
+  const mainMicros = main0 !== undefined && main1 !== undefined ? main1 - main0 : undefined
+  const allocated = await allocations?.()
+  const cpuProfile = await profiler?.()
+  const waited = await waits.stop()
+  const share = await m.cpu.stop(cpuStart)
+  return { result, seconds, elu, usage, switches, mainMicros, allocated, cpuProfile, waited, share, posts, timings: m.timings, t0 }
+}
+
+/** The measured drain's figures: rate, CPU shares and per event, threads, switches, profiles, statements, waits, POSTs. */
+async function printProfile(d: Drained, dbName: string): Promise<void> {
+  const { result, seconds, usage, share } = d
+  const perEvent = (micros: number) => (micros / result.succeeded).toFixed(1)
+  console.log(
+    `batchSize ${batchSize}: ${result.succeeded} delivered in ${seconds.toFixed(2)} s = ${Math.round(result.succeeded / seconds)}/s, ${result.batches} batches`,
+  )
+  console.log(`CPU % of one core: bench ${share.bench}, receiver ${share.receiver}, postgres ${share.postgres}, machine ${share.machine}`)
+  // All of this process's threads (GC helpers included), split by where the time went.
+  console.log(
+    `Dispatcher CPU per event: ${perEvent(usage.user + usage.system)} µs (user ${perEvent(usage.user)}, system ${perEvent(usage.system)})`,
+  )
+  if (d.mainMicros !== undefined) {
+    const mainUs = d.mainMicros / result.succeeded
+    console.log(
+      `  of which the event loop thread ${mainUs.toFixed(1)} µs, other threads (GC helpers, libuv, the profiler) ${((usage.user + usage.system) / result.succeeded - mainUs).toFixed(1)} µs`,
+    )
+  }
+  // Involuntary switches: the event loop's thread preempted, mostly by a process its own write woke
+  // (the receiver, a Postgres backend) on the same core: the time shows up as socket writes.
+  const { before, after } = d.switches
+  if (before && after)
+    console.log(
+      `Event loop thread context switches per event: ${((after.voluntary - before.voluntary) / result.succeeded).toFixed(2)} voluntary, ${((after.involuntary - before.involuntary) / result.succeeded).toFixed(2)} involuntary (preempted)`,
+    )
+  // The dispatcher's event loop: busy running JavaScript (and callbacks), or idle waiting for I/O.
+  console.log(
+    `Dispatcher event loop busy ${Math.round(d.elu.utilization * 100)}% of the drain (idle = waiting for Postgres or the receiver)`,
+  )
+  if (d.cpuProfile) await summarize(d.cpuProfile)
+  if (d.allocated) summarizeAllocations(d.allocated, result.succeeded)
+  describe(d.timings, d.t0, seconds * 1000)
+  const sorted = d.posts.sort((a, b) => a - b)
+  console.log(`Sampled backends of ${dbName} every ~5 ms (${d.waited.samples} samples), active statements by wait event:`)
+  for (const [k, v] of [...d.waited.counts].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`  ${String(v).padStart(5)}  ${k}`)
+  console.log(
+    `POST ms (whole ms, as deliver() reports): p50 ${percentile(sorted, 0.5)} p90 ${percentile(sorted, 0.9)} p99 ${percentile(sorted, 0.99)}`,
+  )
 }
 
 /** Samples pg_stat_activity until stopped: what the database's active statements are waiting on (CPU when nothing). */

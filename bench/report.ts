@@ -28,7 +28,7 @@ export type Report = {
   informational?: string[]
 }
 
-/** Informational since issue 29 (no PASS/FAIL): issue 14's ceiling ratio and issue 22's cost of per-entity order. */
+/** Informational (no PASS/FAIL): the ceiling ratio and the cost of per-entity order, each against the ratio it aims at. */
 const CEILING_RATIO = 0.5
 const ORDER_COST = 0.1
 
@@ -36,38 +36,76 @@ const isLatency = (r: RunResult | LatencyResult): r is LatencyResult => 'p50' in
 /** A difference with its sign, one decimal. */
 const signed = (v: number) => `${v < 0 ? '-' : '+'}${dec(Math.abs(v), 1)}`
 
-/** The whole printed report: results, scale-out, latency, CPU shares, targets with PASS/FAIL. */
-export function report({ scenarios, results, header, warnings = [], informational: extra = [] }: Report): string {
+/** The figures of a run's results by row key: the summaries every table of the report reads. */
+function measuresOf(results: Report['results']) {
   const runs = (key: string) => results.get(key) ?? []
-  const eps = (key: string) => summary(runs(key).map(eventsPerSecond))
-  const stmts = (key: string) => {
-    const v = runs(key)
-      .map(r => r.statementsPerEvent)
-      .filter((x): x is number => x !== undefined)
-    return v.length ? summary(v).median : undefined
-  }
-  // The traced row: spans the collector took per event, median over the rounds.
-  const spans = (key: string) => {
-    const v = runs(key).flatMap(r => (r.spans !== undefined && r.events > 0 ? [r.spans / r.events] : []))
-    return v.length ? summary(v).median : undefined
-  }
   // The round with the median throughput stands for the scenario in the CPU figures.
   const medianRun = (key: string) => {
     const rs = [...runs(key)].sort((a, b) => eventsPerSecond(a) - eventsPerSecond(b))
     return rs[Math.floor((rs.length - 1) / 2)]
   }
-  const pgPerThousand = (r: RunResult | undefined) => (r && r.delivered > 0 ? (r.cpu.postgresMs / r.delivered) * 1000 : undefined)
-  // The contender's own CPU per event (the bench process and any dispatch children), µs.
-  const benchPerEvent = (key: string) => {
-    const r = medianRun(key)
-    return r && r.delivered > 0 ? (r.cpu.benchMs / r.delivered) * 1000 : undefined
+  return {
+    runs,
+    medianRun,
+    eps: (key: string) => summary(runs(key).map(eventsPerSecond)),
+    stmts: (key: string) => {
+      const v = runs(key)
+        .map(r => r.statementsPerEvent)
+        .filter((x): x is number => x !== undefined)
+      return v.length ? summary(v).median : undefined
+    },
+    // The traced row: spans the collector took per event, median over the rounds.
+    spans: (key: string) => {
+      const v = runs(key).flatMap(r => (r.spans !== undefined && r.events > 0 ? [r.spans / r.events] : []))
+      return v.length ? summary(v).median : undefined
+    },
+    pgPerThousand: (r: RunResult | undefined) => (r && r.delivered > 0 ? (r.cpu.postgresMs / r.delivered) * 1000 : undefined),
+    // The contender's own CPU per event (the bench process and any dispatch children), µs.
+    benchPerEvent: (key: string) => {
+      const r = medianRun(key)
+      return r && r.delivered > 0 ? (r.cpu.benchMs / r.delivered) * 1000 : undefined
+    },
   }
+}
+type Measures = ReturnType<typeof measuresOf>
 
-  const main = table(
+/** The whole printed report: results, scale-out, latency, CPU shares, targets with PASS/FAIL. */
+export function report({ scenarios, results, header, warnings = [], informational: extra = [] }: Report): string {
+  const m = measuresOf(results)
+  const scale = scaleTable(scenarios, m)
+  const latency = latencyTable(scenarios, m)
+  const notes = scenarios.flatMap(s => m.runs(s.key).flatMap((r, i) => (r.note ? [`  ${s.key} round ${i + 1}: ${r.note}`] : [])))
+  const figures = figuresOf(scenarios, m)
+  const peers = scenarios.filter(s => s.peer).flatMap(s => figures.get(s.key) ?? [])
+  const hot = updatesTable(scenarios, m.runs)
+  const scaleTitle = `Scale-out: dispatch processes (bench/dispatcher.ts), each draining every project, on one Postgres (median round; % of one core):`
+  const latencyTitle = 'Enqueue-to-delivery latency (events enqueued with their time in values.t, measured at the receiver):'
+  return [
+    ...header,
+    '',
+    mainTable(scenarios, m),
+    '',
+    ...(scale ? [scaleTitle, scale, ''] : []),
+    ...(latency ? [latencyTitle, latency, ''] : []),
+    `CPU while measured (median round), % of one core; this machine's total is ${cpus().length * 100}%:`,
+    cpuTable(scenarios, m),
+    '',
+    ...(hot ? ['Row updates in the bench database while measured (pg_stat_user_tables, all measured rounds together):', hot, ''] : []),
+    ...warnings,
+    ...targetLines(evaluateTargets(figures, peers)),
+    ...informational(figures, peers, extra),
+    ...(notes.length ? ['', 'Runs that fell short:', ...notes] : []),
+    '',
+  ].join('\n')
+}
+
+/** Every row's throughput, duplicates, completeness and statements per event. */
+function mainTable(scenarios: readonly Scenario[], m: Measures): string {
+  return table(
     ['contender', 'scenario', 'events/s median', 'min', 'max', 'duplicates', 'all delivered', 'stmts/event'],
     scenarios.map(s => {
-      const e = eps(s.key)
-      const rs = runs(s.key)
+      const e = m.eps(s.key)
+      const rs = m.runs(s.key)
       return [
         s.contender,
         s.scenario,
@@ -76,46 +114,52 @@ export function report({ scenarios, results, header, warnings = [], informationa
         int(e.max),
         int(rs.reduce((a, r) => a + r.duplicates, 0)),
         rs.length && rs.every(r => r.allDelivered) ? 'yes' : 'no',
-        dec(stmts(s.key), 3),
+        dec(m.stmts(s.key), 3),
       ]
     }),
   )
+}
 
+/** The scale-out grid against one process of the same projects; empty without scale-out rows. */
+function scaleTable(scenarios: readonly Scenario[], m: Measures): string {
   const scaleRows = scenarios.filter(s => s.scale)
+  if (!scaleRows.length) return ''
   const single = (projects: number) => scaleRows.find(s => s.scale?.processes === 1 && s.scale.projects === projects)
-  const scale = scaleRows.length
-    ? table(
-        [
-          'processes',
-          'projects',
-          'events/s median',
-          'vs 1 process',
-          'dispatchers',
-          'postgres',
-          'pg CPU ms / 1,000 events',
-          'whole machine',
-        ],
-        scaleRows.map(s => {
-          const r = medianRun(s.key)
-          const base = single(s.scale?.projects ?? 0)
-          return [
-            String(s.scale?.processes),
-            String(s.scale?.projects),
-            int(eps(s.key).median),
-            base ? `${dec(eps(s.key).median / eps(base.key).median)}x` : '-',
-            r ? `${r.cpu.bench}%` : '-',
-            r ? `${r.cpu.postgres}%` : '-',
-            dec(pgPerThousand(r), 0),
-            r ? `${r.cpu.machine}%` : '-',
-          ]
-        }),
-      )
-    : ''
+  const columns = [
+    'processes',
+    'projects',
+    'events/s median',
+    'vs 1 process',
+    'dispatchers',
+    'postgres',
+    'pg CPU ms / 1,000 events',
+    'whole machine',
+  ]
+  return table(
+    columns,
+    scaleRows.map(s => {
+      const r = m.medianRun(s.key)
+      const base = single(s.scale?.projects ?? 0)
+      return [
+        String(s.scale?.processes),
+        String(s.scale?.projects),
+        int(m.eps(s.key).median),
+        base ? `${dec(m.eps(s.key).median / m.eps(base.key).median)}x` : '-',
+        r ? `${r.cpu.bench}%` : '-',
+        r ? `${r.cpu.postgres}%` : '-',
+        dec(m.pgPerThousand(r), 0),
+        r ? `${r.cpu.machine}%` : '-',
+      ]
+    }),
+  )
+}
 
-  const latencyRows = scenarios
+/** The latency rows' percentiles; empty without latency rows. */
+function latencyTable(scenarios: readonly Scenario[], m: Measures): string {
+  const rows = scenarios
     .filter(s => s.kind === 'latency')
     .map(s => {
-      const rs = runs(s.key).filter(isLatency)
+      const rs = m.runs(s.key).filter(isLatency)
       return [
         s.contender,
         s.scenario,
@@ -126,24 +170,28 @@ export function report({ scenarios, results, header, warnings = [], informationa
         dec(summary(rs.map(r => r.maxMs)).max, 1),
       ]
     })
-  const latency = latencyRows.length
-    ? table(['contender', 'scenario', 'events/s', 'p50 ms (median)', 'p99 ms (median)', 'p99 ms (worst round)', 'max ms'], latencyRows)
+  return rows.length
+    ? table(['contender', 'scenario', 'events/s', 'p50 ms (median)', 'p99 ms (median)', 'p99 ms (worst round)', 'max ms'], rows)
     : ''
+}
 
+/** Each process's CPU share in the median round, and CPU per event. */
+function cpuTable(scenarios: readonly Scenario[], m: Measures): string {
   // Only the latency rows run a producer (their load, SQS emulator and event source poller, bench/producer.ts).
-  const cpu = table(
-    [
-      'scenario',
-      'bench + dispatchers',
-      'receiver',
-      'producer',
-      'postgres',
-      'bench µs / event',
-      'pg CPU ms / 1,000 events',
-      'whole machine',
-    ],
+  const columns = [
+    'scenario',
+    'bench + dispatchers',
+    'receiver',
+    'producer',
+    'postgres',
+    'bench µs / event',
+    'pg CPU ms / 1,000 events',
+    'whole machine',
+  ]
+  return table(
+    columns,
     scenarios.map(s => {
-      const r = medianRun(s.key)
+      const r = m.medianRun(s.key)
       const pct = (v: number | undefined) => (r && v !== undefined ? `${v}%` : '-')
       return [
         `${s.contender}: ${s.scenario}`,
@@ -151,65 +199,41 @@ export function report({ scenarios, results, header, warnings = [], informationa
         pct(r?.cpu.receiver),
         pct(s.kind === 'latency' ? r?.cpu.producer : undefined),
         pct(r?.cpu.postgres),
-        dec(benchPerEvent(s.key), 0),
-        dec(pgPerThousand(r), 0),
+        dec(m.benchPerEvent(s.key), 0),
+        dec(m.pgPerThousand(r), 0),
         pct(r?.cpu.machine),
       ]
     }),
   )
+}
 
-  const notes = scenarios.flatMap(s => runs(s.key).flatMap((r, i) => (r.note ? [`  ${s.key} round ${i + 1}: ${r.note}`] : [])))
-  const figures = new Map<string, RowFigures>(
+/** What the targets judge, per row: throughput, CPU per event (delivery rows), statements, spans, p99. */
+function figuresOf(scenarios: readonly Scenario[], m: Measures): Map<string, RowFigures> {
+  return new Map<string, RowFigures>(
     scenarios.map(s => {
-      const p99s = runs(s.key)
+      const p99s = m
+        .runs(s.key)
         .filter(isLatency)
         .map(r => r.p99)
-      const ownUs = benchPerEvent(s.key)
-      const pgUs = pgPerThousand(medianRun(s.key))
-      const stmt = stmts(s.key)
+      const ownUs = m.benchPerEvent(s.key)
+      const pgUs = m.pgPerThousand(m.medianRun(s.key))
+      const stmt = m.stmts(s.key)
+      const spans = m.spans(s.key)
       return [
         s.key,
         {
           key: s.key,
           name: `${s.contender} ${s.scenario}`,
-          eventsPerSecond: eps(s.key).median,
+          eventsPerSecond: m.eps(s.key).median,
           ...(s.kind === 'delivery' && ownUs !== undefined ? { ownUs } : {}),
           ...(s.kind === 'delivery' && pgUs !== undefined ? { pgUs } : {}),
           ...(stmt !== undefined ? { statementsPerEvent: stmt } : {}),
-          ...(spans(s.key) !== undefined ? { spansPerEvent: spans(s.key) } : {}),
+          ...(spans !== undefined ? { spansPerEvent: spans } : {}),
           ...(p99s.length ? { p99Ms: summary(p99s).median } : {}),
         },
       ]
     }),
   )
-  const peers = scenarios.filter(s => s.peer).flatMap(s => figures.get(s.key) ?? [])
-  const hot = updatesTable(scenarios, runs)
-
-  return [
-    ...header,
-    '',
-    main,
-    '',
-    ...(scale
-      ? [
-          `Scale-out: dispatch processes (bench/dispatcher.ts), each draining every project, on one Postgres (median round; % of one core):`,
-          scale,
-          '',
-        ]
-      : []),
-    ...(latency
-      ? ['Enqueue-to-delivery latency (events enqueued with their time in values.t, measured at the receiver):', latency, '']
-      : []),
-    `CPU while measured (median round), % of one core; this machine's total is ${cpus().length * 100}%:`,
-    cpu,
-    '',
-    ...(hot ? ['Row updates in the bench database while measured (pg_stat_user_tables, all measured rounds together):', hot, ''] : []),
-    ...warnings,
-    ...targetLines(evaluateTargets(figures, peers)),
-    ...informational(figures, peers, extra),
-    ...(notes.length ? ['', 'Runs that fell short:', ...notes] : []),
-    '',
-  ].join('\n')
 }
 
 /** Per row with counted updates: what the measured rounds did to actions_event (and every other table). */
@@ -262,9 +286,7 @@ function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly Ro
   const bare = rows.get('bare')
   if (b1 && bare) {
     const r = b1.eventsPerSecond / bare.eventsPerSecond
-    lines.push(
-      `  batchSize 1 = ${dec(r)}x the ceiling row's events/s (${int(bare.eventsPerSecond)} POST/s; issue 14 asked ${CEILING_RATIO}x)`,
-    )
+    lines.push(`  batchSize 1 = ${dec(r)}x the ceiling row's events/s (${int(bare.eventsPerSecond)} POST/s; aim ${CEILING_RATIO}x)`)
     if (b1.ownUs !== undefined && bare.ownUs !== undefined) {
       lines.push(
         `  ceiling client: ${dec(bare.ownUs, 1)} µs per POST; per dispatcher CPU-second batchSize 1 delivers ${dec(bare.ownUs / b1.ownUs)}x its POSTs`,
@@ -277,7 +299,7 @@ function informational(rows: ReadonlyMap<string, RowFigures>, peers: readonly Ro
     if (ordered && none) {
       lines.push(
         `  batchSize ${size}: ordering entity ${int(ordered.eventsPerSecond)}/s = ${dec(ordered.eventsPerSecond / none.eventsPerSecond)}x ordering none ` +
-          `(${int(none.eventsPerSecond)}/s; issue 22 asked >= ${dec(1 - ORDER_COST)}x)`,
+          `(${int(none.eventsPerSecond)}/s; aim >= ${dec(1 - ORDER_COST)}x)`,
       )
     }
   }

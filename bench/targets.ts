@@ -20,9 +20,9 @@ export type RowFigures = {
 }
 
 /**
- * The bench's targets. "The best peer" is the best peer row of the same run on the measure
- * compared: the cheapest in CPU per event (dispatcher + Postgres), the fastest in events/s. Statements
- * and p99 latencies are held to what the full run before it measured (bench/README.md).
+ * The bench's targets (bench/README.md, "Targets"). "The best peer" is the best peer row of the same run on the measure
+ * compared: the cheapest in CPU per event (dispatcher + Postgres), the fastest in events/s. Statements and p99
+ * latencies are held to what the full run before it measured.
  */
 export const TARGETS = {
   /** batchSize 1: dispatcher + Postgres CPU per delivered event at most this share of the best peer's. */
@@ -75,125 +75,149 @@ function ranked(peers: readonly RowFigures[], value: (r: RowFigures) => number |
 }
 
 /**
- * The targets over one run's figures, for each ordering: `rows` by key, `peers` the peer rows.
+ * The bench's targets over one run's figures, for each ordering: `rows` by key, `peers` the peer rows.
  * A pure function, so that its edges are tested (test/bench/targets.test.ts). A miss says by how much.
  */
 export function evaluateTargets(rows: ReadonlyMap<string, RowFigures>, peers: readonly RowFigures[]): Verdict[] {
-  const out: Verdict[] = []
   const byCpu = ranked(peers, cpuOf, (a, b) => a - b)
   const bySpeed = ranked(
     peers,
     p => p.eventsPerSecond,
     (a, b) => b - a,
   )
-  for (const { ordering, suffix, label } of ORDERINGS) {
-    const missing = (id: string, text: string) =>
-      out.push({ id: `${id}/${ordering}`, ok: undefined, text: `${text} (not measured in this run)`, details: [] })
-    const push = (id: string, v: Omit<Verdict, 'id'>) => out.push({ id: `${id}/${ordering}`, ...v })
+  return ORDERINGS.flatMap(({ ordering, suffix, label }) => {
     const keys = targetKeys(suffix)
-    const b1 = rows.get(keys.b1)
-    const b50 = rows.get(keys.b50)
+    const o: OrderingRun = { label, rows, keys, b1: rows.get(keys.b1), b50: rows.get(keys.b50), byCpu, bySpeed }
+    const capped = ordering === 'entity' ? [cappedVerdict(o)] : []
+    const verdicts = [cpuVerdict(o), ...speedVerdicts(o), pgVerdict(o), ...capped, ...statementVerdicts(o), ...latencyVerdicts(o)]
+    return verdicts.map(({ id, ...v }) => ({ id: `${id}/${ordering}`, ...v }))
+  })
+}
 
-    const cpuTarget = `batchSize 1, ${label}: dispatcher + Postgres CPU per event <= ${TARGETS.b1CpuRatio}x the best peer's`
-    const ours = b1 && cpuOf(b1)
-    const cheapest = byCpu[0]
-    if (!b1 || ours === undefined || !cheapest) missing('b1-cpu', cpuTarget)
-    else {
-      const r = ours / cheapest.v
-      const ok = r <= TARGETS.b1CpuRatio
-      push('b1-cpu', {
-        ok,
-        text:
-          `batchSize 1, ${label}: ${dec(ours, 1)} µs per event (${dec(b1.ownUs, 1)} dispatcher + ${dec(b1.pgUs, 1)} Postgres) = ${dec(r)}x ` +
-          `the best peer's (${cheapest.p.name}: ${dec(cheapest.v, 1)} µs); target <= ${TARGETS.b1CpuRatio}x` +
-          (ok ? '' : `; over by ${dec(r / TARGETS.b1CpuRatio)}x (${dec(ours - TARGETS.b1CpuRatio * cheapest.v, 1)} µs too many)`),
-        details: byCpu.map(x => `(${dec(ours / x.v)}x ${x.p.name}: ${dec(x.p.ownUs, 1)} + ${dec(x.p.pgUs, 1)} µs)`),
-      })
-    }
+/** One ordering's rows and the ranked peers, as each target reads them. */
+type OrderingRun = {
+  label: string
+  rows: ReadonlyMap<string, RowFigures>
+  keys: ReturnType<typeof targetKeys>
+  b1: RowFigures | undefined
+  b50: RowFigures | undefined
+  byCpu: ReturnType<typeof ranked>
+  bySpeed: ReturnType<typeof ranked>
+}
 
-    for (const [row, size, ratio] of [
-      [b1, 1, TARGETS.b1PeerRatio],
-      [b50, 50, TARGETS.b50PeerRatio],
-    ] as const) {
-      const fastest = bySpeed[0]
-      const text = `batchSize ${size}, ${label}: events/s >= ${ratio}x the best peer's`
-      if (!row || !fastest || !Number.isFinite(row.eventsPerSecond)) {
-        missing(`b${size}-eps`, text)
-        continue
-      }
-      const r = row.eventsPerSecond / fastest.v
-      const ok = r >= ratio
-      push(`b${size}-eps`, {
-        ok,
-        text:
-          `batchSize ${size}, ${label}: ${int(row.eventsPerSecond)}/s = ${dec(r)}x the best peer's (${fastest.p.name}, ${int(fastest.v)}/s); ` +
-          `target >= ${ratio}x${ok ? '' : `; short by ${dec(ratio / r)}x`}`,
-        details: bySpeed.map(x => `(${dec(row.eventsPerSecond / x.v)}x ${x.p.name})`),
-      })
-    }
+/** A target the run did not measure (its row was not selected). */
+const missing = (id: string, text: string): Verdict => ({ id, ok: undefined, text: `${text} (not measured in this run)`, details: [] })
 
-    const pgText = `batchSize 50, ${label}: Postgres CPU per event <= ${TARGETS.b50PgRatio}x the best peer's`
-    if (!b50 || b50.pgUs === undefined || !cheapest || cheapest.p.pgUs === undefined || cheapest.p.pgUs <= 0) missing('b50-pg', pgText)
-    else {
-      const r = b50.pgUs / cheapest.p.pgUs
-      const ok = r <= TARGETS.b50PgRatio
-      push('b50-pg', {
-        ok,
-        text:
-          `batchSize 50, ${label}: Postgres CPU ${dec(b50.pgUs, 1)} µs per event = ${dec(r)}x the best peer's ` +
-          `(${cheapest.p.name}: ${dec(cheapest.p.pgUs, 1)} µs); target <= ${TARGETS.b50PgRatio}x` +
-          (ok ? '' : `; over by ${dec(r / TARGETS.b50PgRatio)}x`),
-        details: [],
-      })
-    }
-
-    if (ordering === 'entity') {
-      const capped = rows.get('actions-b1-capped')
-      const cappedText = `actions-b1-capped: Postgres CPU per event <= ${TARGETS.cappedPgRatio}x actions-b1's`
-      if (!capped || capped.pgUs === undefined || !b1 || b1.pgUs === undefined || b1.pgUs <= 0) missing('capped-pg', cappedText)
-      else {
-        const r = capped.pgUs / b1.pgUs
-        const ok = r <= TARGETS.cappedPgRatio
-        push('capped-pg', {
-          ok,
-          text:
-            `actions-b1-capped: Postgres CPU ${dec(capped.pgUs, 1)} µs per event = ${dec(r)}x actions-b1's (${dec(b1.pgUs, 1)} µs); ` +
-            `target <= ${TARGETS.cappedPgRatio}x${ok ? '' : `; over by ${dec(r / TARGETS.cappedPgRatio)}x`}`,
-          details: [],
-        })
-      }
-    }
-
-    for (const [row, size, budget] of [
-      [b1, 1, TARGETS.b1Statements],
-      [b50, 50, TARGETS.b50Statements],
-    ] as const) {
-      const v = row?.statementsPerEvent
-      const text = `batchSize ${size}, ${label}: statements per delivered event <= ${budget}`
-      if (v === undefined) missing(`b${size}-stmts`, text)
-      else
-        push(`b${size}-stmts`, {
-          ok: v <= budget,
-          text: `batchSize ${size}, ${label}: ${dec(v, 3)} statements per delivered event; target <= ${budget}`,
-          details: [],
-        })
-    }
-
-    for (const [rate, bound] of TARGETS.latencyP99Ms) {
-      const v = rows.get(keys.latency(rate))?.p99Ms
-      const text = `p99 enqueue-to-delivery at ${int(rate)}/s offered, ${label}: <= ${bound} ms`
-      if (v === undefined || !Number.isFinite(v)) missing(`p99-${rate}`, text)
-      else {
-        const ok = v <= bound
-        push(`p99-${rate}`, {
-          ok,
-          text: `p99 enqueue-to-delivery at ${int(rate)}/s offered, ${label}: ${dec(v, 1)} ms (median of rounds); target <= ${bound} ms${ok ? '' : `; over by ${dec(v - bound, 1)} ms`}`,
-          details: [],
-        })
-      }
-    }
+/** batchSize 1: dispatcher + Postgres CPU per event against the cheapest peer's. */
+function cpuVerdict({ label, b1, byCpu }: OrderingRun): Verdict {
+  const cpuTarget = `batchSize 1, ${label}: dispatcher + Postgres CPU per event <= ${TARGETS.b1CpuRatio}x the best peer's`
+  const ours = b1 && cpuOf(b1)
+  const cheapest = byCpu[0]
+  if (!b1 || ours === undefined || !cheapest) return missing('b1-cpu', cpuTarget)
+  const r = ours / cheapest.v
+  const ok = r <= TARGETS.b1CpuRatio
+  return {
+    id: 'b1-cpu',
+    ok,
+    text:
+      `batchSize 1, ${label}: ${dec(ours, 1)} µs per event (${dec(b1.ownUs, 1)} dispatcher + ${dec(b1.pgUs, 1)} Postgres) = ${dec(r)}x ` +
+      `the best peer's (${cheapest.p.name}: ${dec(cheapest.v, 1)} µs); target <= ${TARGETS.b1CpuRatio}x` +
+      (ok ? '' : `; over by ${dec(r / TARGETS.b1CpuRatio)}x (${dec(ours - TARGETS.b1CpuRatio * cheapest.v, 1)} µs too many)`),
+    details: byCpu.map(x => `(${dec(ours / x.v)}x ${x.p.name}: ${dec(x.p.ownUs, 1)} + ${dec(x.p.pgUs, 1)} µs)`),
   }
-  return out
+}
+
+/** Events per second at batchSize 1 and 50 against the fastest peer's. */
+function speedVerdicts({ label, b1, b50, bySpeed }: OrderingRun): Verdict[] {
+  const rows = [
+    [b1, 1, TARGETS.b1PeerRatio],
+    [b50, 50, TARGETS.b50PeerRatio],
+  ] as const
+  return rows.map(([row, size, ratio]): Verdict => {
+    const fastest = bySpeed[0]
+    const text = `batchSize ${size}, ${label}: events/s >= ${ratio}x the best peer's`
+    if (!row || !fastest || !Number.isFinite(row.eventsPerSecond)) return missing(`b${size}-eps`, text)
+    const r = row.eventsPerSecond / fastest.v
+    const ok = r >= ratio
+    return {
+      id: `b${size}-eps`,
+      ok,
+      text:
+        `batchSize ${size}, ${label}: ${int(row.eventsPerSecond)}/s = ${dec(r)}x the best peer's (${fastest.p.name}, ${int(fastest.v)}/s); ` +
+        `target >= ${ratio}x${ok ? '' : `; short by ${dec(ratio / r)}x`}`,
+      details: bySpeed.map(x => `(${dec(row.eventsPerSecond / x.v)}x ${x.p.name})`),
+    }
+  })
+}
+
+/** batchSize 50: Postgres CPU per delivered event against the cheapest peer's Postgres. */
+function pgVerdict({ label, b50, byCpu }: OrderingRun): Verdict {
+  const pgText = `batchSize 50, ${label}: Postgres CPU per event <= ${TARGETS.b50PgRatio}x the best peer's`
+  const cheapest = byCpu[0]
+  if (!b50 || b50.pgUs === undefined || !cheapest || cheapest.p.pgUs === undefined || cheapest.p.pgUs <= 0) return missing('b50-pg', pgText)
+  const r = b50.pgUs / cheapest.p.pgUs
+  const ok = r <= TARGETS.b50PgRatio
+  return {
+    id: 'b50-pg',
+    ok,
+    text:
+      `batchSize 50, ${label}: Postgres CPU ${dec(b50.pgUs, 1)} µs per event = ${dec(r)}x the best peer's ` +
+      `(${cheapest.p.name}: ${dec(cheapest.p.pgUs, 1)} µs); target <= ${TARGETS.b50PgRatio}x` +
+      (ok ? '' : `; over by ${dec(r / TARGETS.b50PgRatio)}x`),
+    details: [],
+  }
+}
+
+/** `actions-b1-capped`: Postgres CPU per event against `actions-b1`'s (the capped row runs with entity order). */
+function cappedVerdict({ rows, b1 }: OrderingRun): Verdict {
+  const capped = rows.get('actions-b1-capped')
+  const cappedText = `actions-b1-capped: Postgres CPU per event <= ${TARGETS.cappedPgRatio}x actions-b1's`
+  if (!capped || capped.pgUs === undefined || !b1 || b1.pgUs === undefined || b1.pgUs <= 0) return missing('capped-pg', cappedText)
+  const r = capped.pgUs / b1.pgUs
+  const ok = r <= TARGETS.cappedPgRatio
+  return {
+    id: 'capped-pg',
+    ok,
+    text:
+      `actions-b1-capped: Postgres CPU ${dec(capped.pgUs, 1)} µs per event = ${dec(r)}x actions-b1's (${dec(b1.pgUs, 1)} µs); ` +
+      `target <= ${TARGETS.cappedPgRatio}x${ok ? '' : `; over by ${dec(r / TARGETS.cappedPgRatio)}x`}`,
+    details: [],
+  }
+}
+
+/** Statements per delivered event at batchSize 1 and 50. */
+function statementVerdicts({ label, b1, b50 }: OrderingRun): Verdict[] {
+  const rows = [
+    [b1, 1, TARGETS.b1Statements],
+    [b50, 50, TARGETS.b50Statements],
+  ] as const
+  return rows.map(([row, size, budget]): Verdict => {
+    const v = row?.statementsPerEvent
+    const text = `batchSize ${size}, ${label}: statements per delivered event <= ${budget}`
+    if (v === undefined) return missing(`b${size}-stmts`, text)
+    return {
+      id: `b${size}-stmts`,
+      ok: v <= budget,
+      text: `batchSize ${size}, ${label}: ${dec(v, 3)} statements per delivered event; target <= ${budget}`,
+      details: [],
+    }
+  })
+}
+
+/** p99 enqueue-to-delivery at each offered rate. */
+function latencyVerdicts({ label, rows, keys }: OrderingRun): Verdict[] {
+  return TARGETS.latencyP99Ms.map(([rate, bound]): Verdict => {
+    const v = rows.get(keys.latency(rate))?.p99Ms
+    const text = `p99 enqueue-to-delivery at ${int(rate)}/s offered, ${label}: <= ${bound} ms`
+    if (v === undefined || !Number.isFinite(v)) return missing(`p99-${rate}`, text)
+    const ok = v <= bound
+    return {
+      id: `p99-${rate}`,
+      ok,
+      text: `p99 enqueue-to-delivery at ${int(rate)}/s offered, ${label}: ${dec(v, 1)} ms (median of rounds); target <= ${bound} ms${ok ? '' : `; over by ${dec(v - bound, 1)} ms`}`,
+      details: [],
+    }
+  })
 }
 
 /** The verdicts as the report prints them, with a count of each outcome. */

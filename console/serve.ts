@@ -1,4 +1,4 @@
-// Serves the console's three files (issue 26) for both transports: the local stack's HTTP server and
+// Serves the console's three files for both transports: the local stack's HTTP server and
 // the admin function. Only the known names are answered, so no path can reach anything else, and
 // every answer carries a strict Content-Security-Policy: no inline script or style, no other origin.
 import type { AdminResponse } from '../lib/admin/types.js'

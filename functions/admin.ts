@@ -9,7 +9,15 @@ import { adminRoutes } from '../lib/admin/api.js'
 import { createRouter } from '../lib/admin/router.js'
 import { consoleResponse, isConsolePath } from '../console/serve.js'
 import type { AdminRequest, Route } from '../lib/admin/types.js'
-import { coldStartDeps, flushMetricsAfter, forInvocation, renewSecretsAfter, type DepsSource } from './runtime.js'
+import {
+  coldStartDeps,
+  flushMetricsAfter,
+  flushSpansAfter,
+  forInvocation,
+  renewSecretAfterRefusal,
+  renewSecretsAfter,
+  type DepsSource,
+} from './runtime.js'
 
 /** A Function URL event (payload format 2.0), with the IAM authorizer's context when the URL's AuthType is AWS_IAM. */
 export type FunctionUrlEvent = APIGatewayProxyEventV2 | LambdaFunctionURLEventWithIAMAuthorizer
@@ -77,8 +85,10 @@ export const createHandler = (source: DepsSource, routes: readonly Route[] = adm
       const response = await router(deps, fromFunctionUrl(event), { iamSigned: iamSigned(event, context) })
       return { statusCode: response.status, headers: response.headers, body: response.body }
     })
+      .use(renewSecretAfterRefusal())
       // An operator or a script waits on this answer: counters go by EMF, the Pushgateway push is not awaited.
       .use(flushMetricsAfter(source, { push: 'background' }))
+      .use(flushSpansAfter(source))
   )
 }
 

@@ -1,7 +1,15 @@
 import middy from '@middy/core'
 import type { Context } from 'aws-lambda'
 import { sweep, type SweepResult } from '../lib/sweeper/sweep.js'
-import { closeIdleConnections, coldStartDeps, flushMetricsAfter, forInvocation, type DepsSource } from './runtime.js'
+import {
+  closeIdleConnections,
+  coldStartDeps,
+  flushMetricsAfter,
+  flushSpansAfter,
+  forInvocation,
+  renewSecretAfterRefusal,
+  type DepsSource,
+} from './runtime.js'
 
 /** Builds the sweeper handler over its dependencies; the deployed one uses the cold-start ones. */
 export const createHandler = (source: DepsSource, hooks: { onSweep?: (result: SweepResult) => void } = {}) =>
@@ -17,7 +25,10 @@ export const createHandler = (source: DepsSource, hooks: { onSweep?: (result: Sw
       deletedResolved: result.deletedResolved,
       deletedGroups: result.deletedGroups,
     }
-  }).use(flushMetricsAfter(source))
+  })
+    .use(renewSecretAfterRefusal())
+    .use(flushMetricsAfter(source))
+    .use(flushSpansAfter(source))
 
 /** Scheduled every minute (EventBridge rate(1 minute)). */
 export const handler = createHandler(coldStartDeps)

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { DEFAULT_RECORD_SETTINGS, type RecordSettings } from './db/health.js'
 import { parseNetworks } from './delivery/egress.js'
-import { describeCause, ValidationError } from './errors.js'
+import { ConfigError, describeCause, ValidationError } from './errors.js'
 import { DEFAULT_GRAPHQL_ANSWER_BYTES, DEFAULT_MAX_TARGET_TIMEOUT_MS, MAX_RELAY_BATCH_SIZE, MAX_RELAY_POLL_MS, MIN_RELAY_POLL_MS } from './schema/limits.js'
 import { tracingConfigShape } from './tracing/config.js'
 
@@ -202,14 +202,6 @@ export function recordSettings(config: Config): RecordSettings {
     probeMaxMs: Math.max(config.BREAKER_PROBE_MS, config.BREAKER_PROBE_MAX_MS),
     retryAfterMaxMs: config.RETRY_AFTER_MAX_MS,
     jitter: config.RETRY_JITTER,
-  }
-}
-
-/** Thrown when the environment does not describe a runnable configuration. */
-export class ConfigError extends ValidationError {
-  override name = 'ConfigError'
-  constructor(problems: string[], options?: ErrorOptions) {
-    super('configuration', problems, options)
   }
 }
 

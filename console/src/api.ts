@@ -61,10 +61,10 @@ export const canOf = (w: Whoami): Can => ({
 
 // The answers' shapes are the API's own (type-only: nothing of lib/ is bundled), so a change to a
 // shape fails the console's type check instead of drifting from it.
-import type { TargetJson } from '../../lib/admin/shapes.js'
-export type { EventJson, TargetJson } from '../../lib/admin/shapes.js'
+import type { TargetJson } from '../../lib/shapes.js'
+export type { EventJson, TargetJson } from '../../lib/shapes.js'
 export type { TrendPointJson as TrendPoint, TrendsJson as Trends, TrendSeriesJson as TrendSeries } from '../../lib/admin/rest/trends.js'
-export type { AttemptJson as Attempt, EventDetailJson as EventDetail, StatsJson as Stats } from '../../lib/admin/shapes.js'
+export type { AttemptJson as Attempt, EventDetailJson as EventDetail, StatsJson as Stats } from '../../lib/shapes.js'
 /** GET …/targets: the targets, and what their `recent` outcomes are counted over. */
 export type Targets = { targets: TargetJson[]; recentWindow: { seconds: number; maxEvents: number; limitReached: boolean } }
 /** The answer of a bulk retry or stop; with dryRun, `matched` is what the same call without it would change. */

@@ -1,4 +1,4 @@
--- Target health (issue 11): a circuit breaker per project and target. The claim reads it in the same
+-- Target health: a circuit breaker per project and target. The claim reads it in the same
 -- statement (a paused target's events are not claimed, except one probe batch when probe_at is due);
 -- the record statement keeps it (a success resets the run, a failed batch extends it). One small row
 -- per target that has ever failed; a target without a row is healthy.

@@ -1,4 +1,4 @@
--- Circuit breaker (issue 11): when did the event's current run of failed attempts begin? The breaker
+-- Circuit breaker: when did the event's current run of failed attempts begin? The breaker
 -- keeps an event from failing terminally only while every attempt to its target since that moment has
 -- failed too (actions_target_health.failing_since <= first_failed_at). Log entries carry no time (their
 -- shape is upstream's), and created_at is no substitute: a backlog written before an outage but first

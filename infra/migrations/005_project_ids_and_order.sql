@@ -1,4 +1,4 @@
--- Issue 21. Two changes to the event table, neither of which rewrites it:
+-- Two changes to the event table, neither of which rewrites it:
 --
 -- 1. Ids are scoped to their project. The primary key becomes (id, project): the same id in two
 --    projects is two events, and one tenant can no longer refuse another's request by sending its ids

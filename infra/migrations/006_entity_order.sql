@@ -1,4 +1,4 @@
--- Per-entity order (issue 22). `order_key` names what an event is about: its project, its target and
+-- Per-entity order. `order_key` names what an event is about: its project, its target and
 -- its payload's (entity, id), hashed (lib/enqueue/within.ts) so the index entry is fixed-size whatever the
 -- names (a target name from a schema stored before names had a bound may be long), set at enqueue for targets with `ordering: 'entity'` (the default)
 -- and NULL for `'none'` and for events stored before this migration (they stay unordered). Events of

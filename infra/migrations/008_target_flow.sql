@@ -1,4 +1,4 @@
--- Per-target caps (issue 22, item 2): `maxInFlight` (requests to a target in flight at once) and
+-- Per-target caps: `maxInFlight` (requests to a target in flight at once) and
 -- `maxPerSecond` (requests started per second), across every drain and environment. The database
 -- enforces both (lib/db/flow.ts): a claim of a capped target first locks the target's row here, so
 -- such claims run one at a time, each seeing what the one before it took. One small row per capped

@@ -1,4 +1,4 @@
--- The breaker's first probe (issue 23): a failure recorded while a target is paused doubled its probe
+-- The breaker's first probe: a failure recorded while a target is paused doubled its probe
 -- interval as a failed probe, but on a cold drain the batches already in flight when the target paused
 -- fail after the pause too, so the interval doubled before any probe was sent (the first probe came at
 -- 2 x BREAKER_PROBE_MS). The claim now notes when it takes a probe batch; only a failure after that

@@ -1,4 +1,4 @@
--- Three kinds of failed attempt (issue 23): a target that answers 401, redirects, or is refused by the
+-- Three kinds of failed attempt: a target that answers 401, redirects, or is refused by the
 -- egress guard is not down but misconfigured. After the breaker's threshold it pauses for an operator
 -- (reason 'misconfigured', no probe) with what it answered kept in pause_detail ('401', 'Destination
 -- not allowed'; never a URL, a header or a variable value).

@@ -1,4 +1,4 @@
--- Per-project tokens of the admin API (issue 25). A token is shown once, when it is created; only
+-- Per-project tokens of the admin API. A token is shown once, when it is created; only
 -- its SHA-256 hash is kept, so a copy of this table lets no one in. Revoking sets revoked_at and keeps
 -- the row, so `tokens list` still shows who had access and until when. A new table only: nothing
 -- older reads or changes.

@@ -1,4 +1,4 @@
--- The claim's write becomes a heap-only (HOT) update (issue 29): it no longer changes a column any
+-- The claim's write becomes a heap-only (HOT) update: it no longer changes a column any
 -- index covers, so Postgres writes no index entry for it and can reuse the page's space in place.
 -- Before, the claim wrote its lease into `visible_at` (a column of the due index) and moved `state`
 -- (in every partial index's predicate), so both the claim and the record wrote new entries into

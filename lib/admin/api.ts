@@ -1,4 +1,4 @@
-// The admin API's routes (issue 25), composed once for every transport: functions/admin.ts and the local stack.
+// The admin API's routes, composed once for every transport: functions/admin.ts and the local stack.
 import { graphqlRoute } from './graphql.js'
 import { restRoutes } from './rest.js'
 import type { Route } from './types.js'

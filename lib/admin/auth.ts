@@ -1,10 +1,10 @@
-// Who is calling the admin API, and may they (issue 25). The transport says what it knows of the
+// Who is calling the admin API, and may they. The transport says what it knows of the
 // caller (an IAM-signed Function URL request; the local stack's bootstrap token); everything else
 // must bring `Authorization: Bearer <token>`, looked up on every request (no cache: a revoked token
 // is refused at once). Nothing here logs, and no error it could raise carries a header.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Queryable } from '../db/pool.js'
-import { tokenPrincipal } from './tokens.js'
+import { tokenPrincipal } from '../db/tokens.js'
 import type { Need, Principal, Role } from './types.js'
 
 /** What the transport vouches for: `iamSigned` (AWS checked the signature), `systemToken` (the local stack's bootstrap token). */

@@ -1,4 +1,4 @@
-// The REST routes of the admin API under /v1 (issue 25). Each family lives in lib/admin/rest/; the
+// The REST routes of the admin API under /v1. Each family lives in lib/admin/rest/; the
 // router (lib/admin/router.ts) has already authenticated and authorized the caller for each route's need.
 import { openApiDocument } from './openapi.js'
 import { bulkRoutes } from './rest/bulk.js'

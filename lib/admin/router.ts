@@ -1,4 +1,4 @@
-// The admin API's router (issue 25): one transport-free function from an AdminRequest to an
+// The admin API's router: one transport-free function from an AdminRequest to an
 // AdminResponse, shared by the Lambda Function URL (functions/admin.ts) and the local stack. It
 // matches the route, authenticates and authorizes the caller, reads the JSON body and turns every
 // failure into an RFC 9457 problem. It never logs a token, a header, a body or an error's message.

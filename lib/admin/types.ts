@@ -1,16 +1,10 @@
-// The admin API's shared contract (issue 25): who calls, what a route needs, and the transport-free
+// The admin API's shared contract: who calls, what a route needs, and the transport-free
 // request and response every adapter (the Lambda Function URL, the local stack's HTTP server) maps to.
 import type { Deps } from '../deps.js'
+import type { Principal } from '../db/tokens.js'
 import type { TraceCarrier } from '../tracing/context.js'
 
-/** A project token's role, as upstream's project roles: admin may do everything, deployer may view and set variables. */
-export type Role = 'admin' | 'deployer' | 'viewer'
-
-/**
- * Who is calling. `system`: an IAM-signed caller of the deployed function URL, or the local stack's
- * bootstrap token; it acts on every project. `token`: a per-project token (only its hash is stored).
- */
-export type Principal = { kind: 'system' } | { kind: 'token'; tokenId: string; project: string; role: Role }
+export type { Principal, Role } from '../db/tokens.js'
 
 /**
  * What a route needs of its caller on the project it names: `view` (any role; variable values are never

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import type { BulkFilter } from '../db/operator.js'
 import { retryMany } from '../operate/retry.js'
 import { stopMany } from '../operate/stop.js'
+import { MAX_BULK_EVENTS } from '../schema/limits.js'
 import { printDocument } from './json.js'
 import { UsageError, type EventsContext, type Io } from './usage.js'
 import { reportWake } from './wake.js'
@@ -13,13 +14,6 @@ export const BULK_USAGE = `  events retry|stop --project P [--target T] [--state
                                             time with a zone, bounds on created_at); retry then sends
                                             one wake-up signal. Prints how many events changed and
                                             how many it skipped (claimed meanwhile)`
-
-/**
- * Most events one bulk statement changes (and the default --limit). The statement holds a row lock on
- * each changed event until it commits, delaying dispatchers that reach those rows; 100,000 rows take
- * seconds. A larger replay is the same command run again (each run takes the oldest that still match).
- */
-export const MAX_BULK_EVENTS = 100_000
 
 /** The flags of the bulk forms, as parseArgs options. */
 export const BULK_OPTIONS = {

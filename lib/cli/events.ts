@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { eventDetailJson, listedEventJson } from '../admin/shapes.js'
+import { eventDetailJson, listedEventJson } from '../shapes.js'
 import { eventProject, getEvent, listEvents, type ListedEvent, type Listing } from '../db/operator.js'
 import { retryOne } from '../operate/retry.js'
 import { stopOne } from '../operate/stop.js'
@@ -148,8 +148,9 @@ function uuid(id: string): string {
   return id
 }
 
-// Stored text is shown with the project's current secrets redacted (lib/operate/shown.ts): a value
-// stored before redaction existed, or a variable added since, is never printed.
+// Stored text is shown with the project's current secrets redacted (lib/operate/shown.ts, and
+// docs/design.md, "Text from outside"): a value stored before redaction existed, or a variable added
+// since, is never printed.
 function summary(r: ListedEvent, redact: Redactor): string {
   const fetched = r.last_error ?? ''
   const points = Array.from(redact(fetched))

@@ -32,7 +32,7 @@ export async function schemaCommand(pool: pg.Pool, env: NodeJS.ProcessEnv, args:
   if (sub === 'set') {
     const file = more[0]
     if (!file) throw new UsageError('schema set: missing <file.json>')
-    // The bound dispatch holds targets to (DESIGN §3), read with the config's rule and default.
+    // The bound dispatch holds targets to (docs/design.md, "Bounds"), read with the config's rule and default.
     const { MAX_TARGET_TIMEOUT_MS } = loadConfigPart(configSchema.pick({ MAX_TARGET_TIMEOUT_MS: true }), env)
     const version = await storeSchema(pool, project, await readJson(file), { maxTimeoutMs: MAX_TARGET_TIMEOUT_MS })
     if (io.json) printDocument(io, { project, version })

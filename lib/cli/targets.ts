@@ -1,4 +1,4 @@
-import { targetJson } from '../admin/shapes.js'
+import { targetJson } from '../shapes.js'
 import { configSchema, loadConfig, loadConfigPart } from '../config.js'
 import { readTargetBacklog } from '../db/admin-events.js'
 import { readTargetOutcomes } from '../db/admin-recent.js'

@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import { z } from 'zod'
-import { createToken, isRole, listTokens, revokeToken, type TokenInfo } from '../admin/tokens.js'
+import { createToken, isRole, listTokens, revokeToken, type TokenInfo } from '../db/tokens.js'
 import { nameProblem } from '../schema/limits.js'
 import { oneLine } from './events.js'
 import { printDocument, printLines } from './json.js'
@@ -17,7 +17,7 @@ export const TOKENS_USAGE = `  tokens create <project> --role admin|deployer|vie
 /** Characters of a project or token name printed: one line, whatever was stored. */
 const NAME_CHARS = 100
 
-/** `actions tokens create|list|revoke`: the admin API's per-project tokens (lib/admin/tokens.ts). */
+/** `actions tokens create|list|revoke`: the admin API's per-project tokens (lib/db/tokens.ts). */
 export async function tokensCommand(pool: pg.Pool, args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseCommand('tokens', args, { role: { type: 'string' }, name: { type: 'string' } })
   const [sub, arg, extra] = positionals

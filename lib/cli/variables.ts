@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import { z } from 'zod'
-import { variablesJson } from '../admin/shapes.js'
+import { variablesJson } from '../shapes.js'
 import { listVariableNames } from '../db/variable-names.js'
 import { fetchVariables, type VariablesMode } from '../db/variables.js'
 import { setProjectVariables } from '../operate/variables.js'

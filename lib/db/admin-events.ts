@@ -1,4 +1,4 @@
-// The admin API's reads of a project's events (issue 25): the paginated listing, per-target due
+// The admin API's reads of a project's events: the paginated listing, per-target due
 // backlogs and the numbers of GET …/stats. Operator listings of lib/db/operator.ts stay as they are.
 import type { EventRow, EventState } from '../events.js'
 import { FAILED_COUNT_CAP, FAILED_RECENT_SQL, FAILED_WINDOW_SECONDS } from './admin-recent.js'
@@ -180,7 +180,7 @@ export const PROJECT_STATS = named<{ project: string; failed_window_s: number; f
    LEFT JOIN actions_dispatch_progress p ON p.project = $project`,
 )
 
-/** A project's numbers as read, before lib/admin/shapes.ts statsJson shapes them. */
+/** A project's numbers as read, before lib/shapes.ts statsJson shapes them. */
 export type ProjectStats = {
   counts: Partial<Record<EventState, number>>
   /** False when the resolved states were counted over the newest COUNTED_RESOLVED_EVENTS only. */
@@ -197,7 +197,7 @@ export type ProjectStats = {
   now: Date
 }
 
-/** What GET …/stats is built from (lib/admin/shapes.ts statsJson). */
+/** What GET …/stats is built from (lib/shapes.ts statsJson). */
 export async function readProjectStats(db: Queryable, project: string): Promise<ProjectStats> {
   const { rows } = await db.query<{
     counts: Partial<Record<EventState, number>>

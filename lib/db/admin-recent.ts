@@ -1,4 +1,4 @@
-// What happened lately, for the console's Projects and Targets pages (issue 26): terminal failures of
+// What happened lately, for the console's Projects and Targets pages: terminal failures of
 // the last 24 h, and each target's delivered-versus-failed outcomes of the last hour. Both are read
 // per request, every few seconds while a console is open, so each walks an index over a time window
 // and stops at a LIMIT: its cost has a ceiling whatever the table holds.

@@ -4,7 +4,7 @@ import { withTransaction } from './pool.js'
 import { named } from './sql.js'
 
 /**
- * Per-target caps (issue 22, item 2; migration 008), enforced by the database across every drain:
+ * Per-target caps (migration 008), enforced by the database across every drain:
  * `maxInFlight` requests at once, `maxPerSecond` requests started per second. A claim of capped
  * targets runs in a transaction that first locks their rows of actions_target_flow, so such claims run
  * one at a time and each sees what the ones before it took. Uncapped targets never come here.

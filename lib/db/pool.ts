@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import pg from 'pg'
-import { ConfigError } from '../config.js'
+import { ConfigError } from '../errors.js'
 import { RDS_CA_BUNDLE } from '../../vendor/rds-ca-bundle.js'
 
 /** The client waits this much longer than the statement timeout, so the server's own error (57014) normally wins. */

@@ -1,7 +1,7 @@
 import { appendedLog, droppedAfterAppend } from './log.js'
 import { PROCESSING } from './fence.js'
 import type { Queryable } from './pool.js'
-import type { AttemptRecord, RecordedRow } from './record.js'
+import type { AttemptRecord, RecordedRow } from './record-types.js'
 import { clampInt, MAX_BACKOFF_MS } from './record-values.js'
 import { named } from './sql.js'
 

@@ -3,7 +3,7 @@ import { failureKind } from '../kinds.js'
 import { MAX_INT32 } from '../schema/limits.js'
 import { cleanText, STORED_ERROR_BYTES, STORED_RESPONSE_BYTES } from '../text.js'
 import type { RecordSettings } from './health.js'
-import type { AttemptRecord, RecordParams } from './record.js'
+import type { AttemptRecord, RecordParams } from './record-types.js'
 
 // The record statements' parameters (lib/db/record.ts), built from the attempts' records: every value
 // bounded and made storable here, so no record or stored schema can make a statement fail on a cast.

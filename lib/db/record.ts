@@ -6,47 +6,9 @@ import type { Queryable } from './pool.js'
 import { appendedLog, droppedAfterAppend } from './log.js'
 import { PROCESSING } from './fence.js'
 import { breakerParams, recordParams } from './record-values.js'
+import type { AttemptRecord, RecordedRow, RecordParams } from './record-types.js'
 
-/** One attempt's outcome for one claimed event, with what the retry rule and the circuit breaker need. */
-export type AttemptRecord = {
-  id: string
-  /** The claim's lease (ClaimedEvent.lease); an event re-claimed by another dispatcher since then is not touched. */
-  lease: string
-  /** The event's project and target: the circuit breaker keeps health per project and target. */
-  project: string
-  target: string
-  /** The event's `num_retries` when claimed (attempts before this one). */
-  attempts: number
-  /** Records of one delivered batch share this number (the breaker counts failed batches); default: each its own. */
-  batch?: number
-  outcome: Outcome
-  durationMs: number
-  maxAttempts: number
-  initialRepeatIntervalMs: number
-  /**
-   * The batch (of more than one event) failed as a whole: the largest batch the event may travel in
-   * next (half of this one), so a poison event ends up alone (issue 23). Undefined otherwise.
-   */
-  splitTo?: number
-}
-
-/**
- * A recorded event. `held`: its last attempt failed while its target was down, so it stays `retrying`
- * (the target pauses instead). `target_paused` / `target_resumed`: this statement paused (with the
- * reason) or resumed the event's target.
- */
-export type RecordedRow = {
-  id: string
-  state: 'succeed' | 'retrying' | 'failed'
-  num_retries: number
-  target: string
-  trigger: string
-  held: boolean
-  target_paused: 'failures' | 'gone' | 'misconfigured' | null
-  target_resumed: boolean
-  /** The event has an ordering key: once it is resolved, the key's next event may be claimable. */
-  keyed: boolean
-}
+export type { AttemptRecord, RecordedRow, RecordParams } from './record-types.js'
 
 /**
  * Where each outcome's row is (`row_at`): found through the primary key, one probe per outcome, and
@@ -88,41 +50,6 @@ const RETRY_AFTER = `coalesce(u.retry_after_ms, extract(epoch FROM u.retry_at - 
 // Upstream's backoff, no earlier than the receiver asked (capped), stretched by the jitter fraction.
 const DELAY_MS = `greatest(least(u.interval_ms * power(2, e.num_retries), $backoff_cap_ms::float8),
       CASE WHEN ${RETRY_AFTER} IS NOT NULL THEN least(${RETRY_AFTER}, $retry_after_cap_ms::float8) END) * (1 + $jitter::float8 * random())`
-
-/** The general record's parameters: the arrays hold one element per record, in the same order. */
-export type RecordParams = {
-  ids: readonly string[]
-  leases: readonly string[]
-  ok: readonly boolean[]
-  /** Log entries (JSON text; null for a success). */
-  entries: readonly (string | null)[]
-  max_attempts: readonly number[]
-  interval_ms: readonly number[]
-  backoff_cap_ms: number
-  projects: readonly string[]
-  targets: readonly string[]
-  /** Status codes, batch numbers (shared by a delivered batch's records), attempts before this one. */
-  codes: readonly (number | null)[]
-  batches: readonly number[]
-  attempts: readonly number[]
-  /** What a Retry-After asked: a delay (ms) or a time. */
-  retry_after_ms: readonly (number | null)[]
-  retry_at: readonly (Date | null)[]
-  retry_after_cap_ms: number
-  breaker_threshold: number
-  breaker_rate: number
-  breaker_window_ms: number
-  probe_ms: number
-  probe_cap_ms: number
-  /** Retry delays are stretched by up to this fraction at random. */
-  jitter: number
-  /** Whether to write the projects' dispatch progress. */
-  progress: boolean
-  /** Failure kinds (lib/kinds.ts; null for a success), what misconfigured the target, the batch size to split to. */
-  kinds: readonly (string | null)[]
-  details: readonly (string | null)[]
-  split_to: readonly (number | null)[]
-}
 
 /** The general record (see {@link recordAttempts}); test/fixtures/sql/record.sql holds it whole, as sent. */
 export const RECORD = named<RecordParams>()(
@@ -169,7 +96,7 @@ export const RECORD = named<RecordParams>()(
   ),
   ev AS (
     UPDATE actions_event e SET
-      -- Every attempt counts, a held one too (DESIGN §4): the hold is the state, never a frozen counter.
+      -- Every attempt counts, a held one too: the hold is the state, never a frozen counter.
       num_retries = e.num_retries + 1,
       state = CASE WHEN u.ok THEN 'succeed' WHEN ${TERMINAL} THEN 'failed' ELSE 'retrying' END::actions_event_state,
       -- A held event is due at once: it waits for its target's resume, not for a backoff.
@@ -219,7 +146,7 @@ export const RECORD_SQL = RECORD.text
  * {@link RECORD} for outcomes that are all successes, the usual case, without its per-row machinery
  * (sixteen arrays, a window per target, the retry and breaker rules per row). Exists for speed:
  * Postgres CPU per event 4.9 µs lower in `actions-b50` (of ~49) and 11.7 µs in `actions-b1` (of ~70),
- * interleaved A/B on the bundle (issue 24). What it does is RECORD's for a success: `succeed`, the attempt counted, the log untouched; each target answered, so a target with a
+ * interleaved A/B on the bundle. What it does is RECORD's for a success: `succeed`, the attempt counted, the log untouched; each target answered, so a target with a
  * health row has its failure run reset and a pause for failures lifted (a success writes no new row).
  * `pair_projects` and `pair_targets` are the (project, target) pairs recorded, `projects` the events'
  * (one per id). test/fixtures/sql/record_ok.sql holds it whole, as sent.

@@ -1,5 +1,5 @@
 /**
- * Named parameters for the hot statements (STYLE.md habit 14). A statement is written with `$name`
+ * Named parameters for the hot statements (docs/design.md, "Statements"). A statement is written with `$name`
  * placeholders and compiled once, at module load, to Postgres' `$1`, `$2`, … in the order of its
  * parameter list, so the text sent (and planned, and prepared under a query name) is plain positional
  * SQL. Not a `WITH params AS (SELECT $1 …)` CTE on purpose: a CTE referenced more than once is

@@ -1,4 +1,4 @@
-// Variables as the admin API shows them (issue 25): names only. The values stay in the database, so no
+// Variables as the admin API shows them: names only. The values stay in the database, so no
 // answer or log line built from these rows can hold one.
 import type { Queryable } from './pool.js'
 

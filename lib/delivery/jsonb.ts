@@ -3,7 +3,7 @@
 // What differs from JSON.stringify of the parsed value is the space after `:` and `,`, and numbers
 // (jsonb keeps `numeric` digits: `1.0`, `1000000000000000000000` where JS writes `1`, `1e+21`).
 // Exists for speed: against JSON.parse + JSON.stringify, 1.6 µs less dispatcher CPU per event in
-// `actions-b50` (of ~18; interleaved A/B on the bundle, issue 24), and 7 against 130 µs for a 40 KB payload.
+// `actions-b50` (of ~18; interleaved A/B on the bundle; bench/README.md, "Code that exists for speed"), and 7 against 130 µs for a 40 KB payload.
 
 const QUOTE = 0x22
 const BACKSLASH = 0x5c

@@ -1,13 +1,20 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Registry } from 'prom-client'
-import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import { excerpt, LOGGED_EXCERPT_BYTES } from '../text.js'
 import { COUNTERS_JOB, SWEEPER_JOB, type Metrics, type SweeperGauges } from './registry.js'
 
+/** The settings a push reads, by their lib/config.ts names: passed in, so metrics never import the config module. */
+export type PushSettings = {
+  PUSHGATEWAY_URL?: string | undefined
+  PUSHGATEWAY_TIMEOUT_MS: number
+  METRICS_INSTANCE?: string | undefined
+  AWS_LAMBDA_LOG_STREAM_NAME?: string | undefined
+}
+
 /** A grouping-key value unique to this execution environment: Lambda's log stream name, else host, pid and a nonce. */
-export function environmentInstance(config: Pick<Config, 'METRICS_INSTANCE' | 'AWS_LAMBDA_LOG_STREAM_NAME'>): string {
+export function environmentInstance(config: Pick<PushSettings, 'METRICS_INSTANCE' | 'AWS_LAMBDA_LOG_STREAM_NAME'>): string {
   return config.METRICS_INSTANCE ?? config.AWS_LAMBDA_LOG_STREAM_NAME ?? `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`
 }
 
@@ -94,7 +101,7 @@ export type CounterPusher = { push(log: Logger): Promise<void>; instance: string
  * Pushes this environment's cumulative counters under its own grouping key (pushAdd), so concurrent
  * environments never overwrite each other. A failure is logged (to the invocation's logger) and counted, never thrown.
  */
-export function createCounterPusher(config: Config, metrics: Metrics): CounterPusher {
+export function createCounterPusher(config: PushSettings, metrics: Metrics): CounterPusher {
   const instance = environmentInstance(config)
   return {
     instance,
@@ -116,7 +123,7 @@ export function createCounterPusher(config: Config, metrics: Metrics): CounterPu
 }
 
 /** Pushes the sweeper's gauges under its own group with replace semantics. A failure is logged and counted, never thrown. */
-export async function pushSweeperGauges(config: Config, metrics: Metrics, gauges: SweeperGauges, log: Logger): Promise<void> {
+export async function pushSweeperGauges(config: PushSettings, metrics: Metrics, gauges: SweeperGauges, log: Logger): Promise<void> {
   if (!config.PUSHGATEWAY_URL) return
   try {
     // Replace semantics: a project gone since the last pass loses its heartbeat series.

@@ -1,8 +1,7 @@
-import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Metrics, SweeperGauges } from './registry.js'
 import { createEmfSink, EMF_SERVICE } from './emf.js'
-import { createCounterPusher, pushSweeperGauges } from './push.js'
+import { createCounterPusher, pushSweeperGauges, type PushSettings } from './push.js'
 
 /** Every enabled metric sink of this environment behind one entry point: the Pushgateway and EMF lines. */
 export type MetricSinks = {
@@ -19,11 +18,14 @@ export type MetricSinks = {
   gauges(gauges: SweeperGauges, log: Logger): Promise<void>
 }
 
+/** The settings the sinks read (lib/config.ts's names): the push's, and CloudWatch EMF's. */
+export type SinkSettings = PushSettings & { CLOUDWATCH_METRICS: boolean; CLOUDWATCH_NAMESPACE: string; METRICS_STAGE?: string | undefined }
+
 /**
  * Builds the sinks the config enables: the Pushgateway when PUSHGATEWAY_URL is set, EMF lines when
  * CLOUDWATCH_METRICS is on. Returns the metrics to record into (EMF keeps raw durations beside them).
  */
-export function createMetricSinks(config: Config, base: Metrics): { metrics: Metrics; sinks: MetricSinks } {
+export function createMetricSinks(config: SinkSettings, base: Metrics): { metrics: Metrics; sinks: MetricSinks } {
   const emf = config.CLOUDWATCH_METRICS ? createEmfSink(config.CLOUDWATCH_NAMESPACE, EMF_SERVICE, config.METRICS_STAGE) : undefined
   const metrics = emf ? emf.tap(base) : base
   const pusher = createCounterPusher(config, metrics)

@@ -13,7 +13,7 @@ export const MAX_ATTEMPTS = 1000
 export const MAX_INITIAL_REPEAT_INTERVAL_MS = 24 * 60 * 60 * 1000
 
 /**
- * Per-target caps (issue 22): a receiver that takes more than this many requests at once or per second
+ * Per-target caps: a receiver that takes more than this many requests at once or per second
  * needs no cap; the bound keeps a typo from meaning "unlimited" in disguise. The slowest rate is one
  * request every 100 s, so a waiting target still moves within the sweeper's horizon.
  */
@@ -165,3 +165,9 @@ export const MAX_RELAY_BATCH_SIZE = MAX_BATCH_SIZE
 export const MIN_RELAY_POLL_MS = 100
 /** Longest relay poll: a lost notification costs at most this, so ten minutes is as long as a stall may last. */
 export const MAX_RELAY_POLL_MS = 600_000
+/**
+ * Most events one bulk statement changes (and the default --limit). The statement holds a row lock on
+ * each changed event until it commits, delaying dispatchers that reach those rows; 100,000 rows take
+ * seconds. A larger replay is the same command run again (each run takes the oldest that still match).
+ */
+export const MAX_BULK_EVENTS = 100_000

@@ -127,7 +127,7 @@ function setPausedGauges(gauges: SweeperGauges, paused: readonly PausedTarget[])
     const why = { ...labels, reason: pauseKind(p.reason) }
     gauges.pausedEvents.set(why, p.waiting)
     gauges.pausedOldestAge.set(why, p.oldestAgeSeconds)
-    // Waiting for an operator: a 410 Gone, or (issue 23) any misconfiguration.
+    // Waiting for an operator: a 410 Gone, or any misconfiguration.
     if (p.reason === 'gone' || p.reason === 'misconfigured') gauges.targetGone.set(labels, 1)
   }
 }

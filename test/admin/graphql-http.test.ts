@@ -2,7 +2,7 @@
 // serves POST /actions/:project as upstream's GraphQlClient calls it (Bearer token, JSON body).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { graphqlRoute } from '../../lib/admin/graphql.js'
-import { createToken, revokeToken } from '../../lib/admin/tokens.js'
+import { createToken, revokeToken } from '../../lib/db/tokens.js'
 import { useDatabase } from '../helpers/harness.js'
 import { useLocalStack } from '../helpers/stack.js'
 

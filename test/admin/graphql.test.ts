@@ -1,4 +1,4 @@
-// Upstream's GraphQL Actions API (issue 25, item 4) through graphqlRoute.handle, with real deps: the
+// Upstream's GraphQL Actions API through graphqlRoute.handle, with real deps: the
 // documents are the ones upstream's ActionsClient (`contember actions:*`) and the project templates'
 // variable scripts send, and the answers are held against the CLI's.
 import { describe, expect, it } from 'vitest'

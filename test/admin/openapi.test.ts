@@ -1,4 +1,4 @@
-// The admin API's OpenAPI 3.1 document (issue 25): it validates with a kept OpenAPI validator, names
+// The admin API's OpenAPI 3.1 document: it validates with a kept OpenAPI validator, names
 // every REST route, and the helper the REST tests check their answers with rejects an answer that
 // disagrees with it (so those checks can fail).
 import { Validator } from '@seriousme/openapi-schema-validator'

@@ -1,9 +1,9 @@
-// The admin API as deployed routes it (issue 25): lib/admin/api.ts's routes, served by the local
+// The admin API as deployed routes it: lib/admin/api.ts's routes, served by the local
 // stack's HTTP server on its one port, with real tokens, a real receiver and the stack's SQS emulator.
 // The issue's first done-when, end to end: a viewer of A reads A's failed events and nothing else,
 // an admin of A retries one and its signal wakes dispatch, a revoked token gets 401 at once.
 import { describe, expect, it } from 'vitest'
-import { createToken, revokeToken } from '../../lib/admin/tokens.js'
+import { createToken, revokeToken } from '../../lib/db/tokens.js'
 import { useDatabase, useReceiver } from '../helpers/harness.js'
 import { useLocalStack } from '../helpers/stack.js'
 import { until } from '../helpers/wait.js'

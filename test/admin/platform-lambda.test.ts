@@ -1,8 +1,8 @@
-// The admin function's transport (issue 25): Function URL events (payload format 2.0, as Lambda sends
+// The admin function's transport: Function URL events (payload format 2.0, as Lambda sends
 // them with AuthType AWS_IAM) mapped to the router, with real tokens in a real Postgres.
 import { describe, expect, it } from 'vitest'
 import { BEARER_ALIAS, createHandler, doorOf, fromFunctionUrl, type FunctionUrlEvent } from '../../functions/admin.js'
-import { createToken } from '../../lib/admin/tokens.js'
+import { createToken } from '../../lib/db/tokens.js'
 import type { Route } from '../../lib/admin/types.js'
 import { createContext } from '../helpers/lambda.js'
 import { useHarness } from '../helpers/harness.js'

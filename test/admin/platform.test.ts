@@ -1,10 +1,10 @@
-// The admin API's platform (issue 25) over real HTTP: the local stack serves the router under /v1/
+// The admin API's platform over real HTTP: the local stack serves the router under /v1/
 // and /actions/ on its one port. Routes defined here stand in for REST and GraphQL, so every answer
 // the router itself gives (401, 403, 404, 405, 413, 400, 500) is checked, with real tokens in a real
 // Postgres, and no log line holds a token, a header or a body.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { createToken, revokeToken } from '../../lib/admin/tokens.js'
+import { createToken, revokeToken } from '../../lib/db/tokens.js'
 import { ProblemError, type Route } from '../../lib/admin/types.js'
 import { MAX_ADMIN_BODY_BYTES } from '../../lib/admin/router.js'
 import { startLocalStack } from '../../local/stack.js'

@@ -1,4 +1,4 @@
-// The console's recent figures in the admin API (issue 26): each target's success rate over the events
+// The console's recent figures in the admin API: each target's success rate over the events
 // resolved in the last hour, the project's failures of the last 24 h, and the bulk call's dry-run count.
 // Events are written through the real insert, then moved to the states and times a case needs, in a
 // real Postgres; every answer is checked against the OpenAPI document.

@@ -1,4 +1,4 @@
-// The REST routes of targets, the schema, variables and stats (issue 25) against a real database and
+// The REST routes of targets, the schema, variables and stats against a real database and
 // the SQS emulator, every answer checked against the OpenAPI document; a canary variable value never
 // appears in an answer or a log line.
 import { randomUUID } from 'node:crypto'

@@ -1,11 +1,11 @@
-// The REST event routes (issue 25) against a real database and the SQS emulator: handlers called with
+// The REST event routes against a real database and the SQS emulator: handlers called with
 // real deps and an authorized principal (authorization itself is the router's), edge cases through the
 // real router with real tokens. Every answer is checked against the OpenAPI document.
 import { randomUUID } from 'node:crypto'
 import { beforeEach, describe, expect, it } from 'vitest'
 import { restRoutes } from '../../lib/admin/rest.js'
 import { createRouter } from '../../lib/admin/router.js'
-import { createToken } from '../../lib/admin/tokens.js'
+import { createToken } from '../../lib/db/tokens.js'
 import type { Principal, Route } from '../../lib/admin/types.js'
 import { createPool } from '../../lib/db/pool.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'

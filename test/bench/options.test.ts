@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { benchOptions } from '../../bench/options.js'
 
 describe('benchOptions', () => {
-  it("offers issue 29's three latency rates by default, and BENCH_LATENCY_RATES replaces them", () => {
+  it("offers the bench's three latency rates by default, and BENCH_LATENCY_RATES replaces them", () => {
     expect(benchOptions([], {}).latencyRates).toEqual([500, 2_000, 5_000])
     expect(benchOptions(['--quick'], {}).latencyRates).toEqual([500, 2_000, 5_000])
     expect(benchOptions([], { BENCH_LATENCY_RATES: '500, 5000' }).latencyRates).toEqual([500, 5_000])

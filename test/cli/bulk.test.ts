@@ -1,7 +1,7 @@
-// Bulk replay and stop (issue 11, item 4), against a real database and the SQS emulator.
+// Bulk replay and stop, against a real database and the SQS emulator.
 import { beforeEach, describe, expect, it } from 'vitest'
 import { eventsCommand } from '../../lib/cli/events.js'
-import { MAX_BULK_EVENTS } from '../../lib/cli/bulk.js'
+import { MAX_BULK_EVENTS } from '../../lib/schema/limits.js'
 import { createPool } from '../../lib/db/pool.js'
 import { countStatements } from '../helpers/statements.js'
 import { runCli } from '../helpers/cli.js'

@@ -1,4 +1,4 @@
-// `actions <command> --help` needs no setting (issue 25, item 5): usage is answered before
+// `actions <command> --help` needs no setting: usage is answered before
 // DATABASE_URL is read, so it works in an empty environment and touches no database.
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'

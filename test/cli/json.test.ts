@@ -1,8 +1,8 @@
-// The CLI's --json (issue 25, item 5): every document parses and is what lib/admin/shapes.ts makes of
+// The CLI's --json: every document parses and is what lib/shapes.ts makes of
 // the same rows, a listing is NDJSON with one line per item, errors stay on stderr with their exit codes.
 import { describe, expect, it } from 'vitest'
 import { createHandler } from '../../functions/dispatch.js'
-import { eventDetailJson, listedEventJson, targetJson, variablesJson } from '../../lib/admin/shapes.js'
+import { eventDetailJson, listedEventJson, targetJson, variablesJson } from '../../lib/shapes.js'
 import { readTargetBacklog } from '../../lib/db/admin-events.js'
 import { readTargetOutcomes } from '../../lib/db/admin-recent.js'
 import { getEvent, listEvents, type Listing } from '../../lib/db/operator.js'

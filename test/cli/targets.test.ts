@@ -1,4 +1,4 @@
-// The operator's view of target health (issue 11, item 1): list, pause, resume, against a real
+// The operator's view of target health: list, pause, resume, against a real
 // database and the SQS emulator. Health rows the breaker would write are written here with SQL.
 import { beforeEach, describe, expect, it } from 'vitest'
 import { runCli } from '../helpers/cli.js'

@@ -1,7 +1,7 @@
-// `actions tokens create|list|revoke` (issue 25, item 2) against a real database: the token is printed
+// `actions tokens create|list|revoke` against a real database: the token is printed
 // once, never listed, never echoed in an error, and a revoked token stops naming a principal at once.
 import { describe, expect, it } from 'vitest'
-import { tokenPrincipal } from '../../lib/admin/tokens.js'
+import { tokenPrincipal } from '../../lib/db/tokens.js'
 import { MAX_NAME_BYTES } from '../../lib/schema/limits.js'
 import { runCli } from '../helpers/cli.js'
 import { useDatabase } from '../helpers/harness.js'

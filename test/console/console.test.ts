@@ -1,4 +1,4 @@
-// The web console in a real browser (issue 26): Debian's chromium driven by playwright-core against
+// The web console in a real browser: Debian's chromium driven by playwright-core against
 // the local stack with real Postgres and a real receiver. One browser, one stack, the cases in order:
 // they share the events they make. Without /usr/bin/chromium the browser cases skip, loudly.
 import { existsSync } from 'node:fs'
@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createToken } from '../../lib/admin/tokens.js'
+import { createToken } from '../../lib/db/tokens.js'
 import { startLocalStack, type LocalStack } from '../../local/stack.js'
 import { insertEvents } from '../helpers/events.js'
 import { useDatabase, useReceiver } from '../helpers/harness.js'

@@ -1,4 +1,4 @@
-// The console's files (issue 26): the generated module is what console/build.ts makes, only the known
+// The console's files: the generated module is what console/build.ts makes, only the known
 // names are served, each with the strict CSP, and the admin function serves them without touching a database.
 import { readFile } from 'node:fs/promises'
 import type { FunctionUrlEvent } from '../../functions/admin.js'

@@ -1,4 +1,4 @@
-// Every attempt counts and the attempt log stays bounded (issue 23, item 2): an event its target's
+// Every attempt counts and the attempt log stays bounded: an event its target's
 // breaker holds is probed again and again during an outage; its num_retries says how many attempts
 // were made, and its log keeps the first entry and the last 20, counting the rest.
 import { describe, expect, it } from 'vitest'

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DUE_BACKLOG_SQL, FAILED_COUNT_SQL, PAUSED_TARGETS_SQL } from '../../lib/db/backlog.js'
 import { CLAIM } from '../../lib/db/claim.js'
 import { HAS_DUE, NEXT_DUE } from '../../lib/db/due.js'
+import { INSERT_EVENTS, INSERT_TRACED_EVENTS } from '../../lib/db/events.js'
 import { FLOW_CREATE, FLOW_IN_FLIGHT, FLOW_LOCK, FLOW_SAVE } from '../../lib/db/flow.js'
 import { PROGRESS_TOUCH } from '../../lib/db/progress.js'
 import { RECORD_MINIMAL } from '../../lib/db/record-minimal.js'
@@ -21,6 +22,8 @@ const plain = (file: string, constant: string, text: string): Shown => ({ file, 
 const shown = <P>(file: string, constant: string, s: Statement<P>): Shown => ({ file, constant, text: s.text, names: s.names })
 
 const STATEMENTS: Record<string, Shown> = {
+  insert_events: shown('lib/db/events.ts', 'INSERT_EVENTS', INSERT_EVENTS),
+  insert_traced_events: shown('lib/db/events.ts', 'INSERT_TRACED_EVENTS', INSERT_TRACED_EVENTS),
   claim: shown('lib/db/claim.ts', 'CLAIM', CLAIM),
   record: shown('lib/db/record.ts', 'RECORD', RECORD),
   record_ok: shown('lib/db/record.ts', 'RECORD_OK', RECORD_OK),

@@ -1,6 +1,7 @@
 import { Agent, buildConnector } from 'undici'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from '../../lib/config.js'
+import { loadConfig } from '../../lib/config.js'
+import { ConfigError } from '../../lib/errors.js'
 import { setVariables } from '../../lib/db/variables.js'
 import {
   DESTINATION_NOT_ALLOWED,

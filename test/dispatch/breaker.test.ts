@@ -137,7 +137,7 @@ describe('the circuit breaker', () => {
   })
 })
 
-describe('the first probe after a pause on a cold drain (issue 23)', () => {
+describe('the first probe after a pause on a cold drain', () => {
   it('comes BREAKER_PROBE_MS after the pause, not twice that: failures of batches already in flight are no failed probes', async () => {
     const wide = await testEnv({
       LEASE_MARGIN_MS: '1000',

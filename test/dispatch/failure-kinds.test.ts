@@ -1,4 +1,4 @@
-// Three kinds of failed attempt (issue 23, item 1), through the real dispatch path: a target that
+// Three kinds of failed attempt, through the real dispatch path: a target that
 // answers 401 is misconfigured (paused for an operator, never probed, its events kept), one that
 // rejects an event (422, a `failures` entry) fails that event after its attempts and is never paused.
 import { describe, expect, it } from 'vitest'

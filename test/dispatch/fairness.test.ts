@@ -8,7 +8,7 @@ import { testEnv } from '../helpers/runtime.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 import { TX } from '../fixtures/schemas.js'
 
-// Fair sharing (issue 11 item 2): a dead target cannot starve a healthy one of the same project, and
+// Fair sharing: a dead target cannot starve a healthy one of the same project, and
 // a deep backlog cannot keep the other projects of an invocation waiting.
 
 const env = useHarness({
@@ -104,7 +104,7 @@ describe('fair sharing', () => {
   }, 120_000)
 })
 
-describe('fair starts with a small pool (issue 22, item 4)', () => {
+describe('fair starts with a small pool', () => {
   it('starts every project of an invocation within two seconds behind a deep one, with DB_POOL_MAX=3 and the default 5 s slice', async () => {
     const small = await testEnv({ DB_POOL_MAX: '3', DISPATCH_TIME_MARGIN_MS: '1000' })
     const rx = await startReceiver()

@@ -1,4 +1,4 @@
-// Operational events (issue 23, item 6): with OPS_PROJECT set, the engine enqueues what an operator
+// Operational events: with OPS_PROJECT set, the engine enqueues what an operator
 // would be paged for into that project, and an ordinary schema delivers it like any event.
 import { beforeAll, describe, expect, it } from 'vitest'
 import { storeSchema } from '../../lib/db/schemas.js'

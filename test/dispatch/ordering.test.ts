@@ -1,4 +1,4 @@
-// Per-entity order (issue 22), through the real dispatch path: four drains at once, eight requests in
+// Per-entity order, through the real dispatch path: four drains at once, eight requests in
 // flight each, a real receiver that watches every key, and a retry in the middle of one entity's updates.
 import { describe, expect, it } from 'vitest'
 import { drainProject } from '../../lib/dispatch/drain.js'

@@ -1,4 +1,4 @@
-// A poison event cannot hold its batch (issue 23, item 4): a receiver that answers 400 to any batch
+// A poison event cannot hold its batch: a receiver that answers 400 to any batch
 // holding one bad event. The batch is split in halves on each such answer until the bad event travels
 // alone; its neighbours are delivered, and it fails by itself after its attempts.
 import { describe, expect, it } from 'vitest'

@@ -1,4 +1,4 @@
-// Ids are the project's own (issue 21): one tenant can neither refuse another's request by sending its
+// Ids are the project's own: one tenant can neither refuse another's request by sending its
 // ids first nor collide with it through mutation fan-out. Real Postgres, queue and receiver.
 import { randomUUID } from 'node:crypto'
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest'

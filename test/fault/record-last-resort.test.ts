@@ -1,4 +1,4 @@
-// Names and records that Postgres cannot take (issue 21): a target name past the btree row limit used
+// Names and records that Postgres cannot take: a target name past the btree row limit used
 // to make every record of its failures fail, so its events stayed `processing`, uncounted, and were
 // sent again on every drain with their neighbours. Now no data can stop an attempt from being counted:
 // each fallback step is forced to fail here against a real Postgres.

@@ -74,10 +74,17 @@ describe('the dispatch function', () => {
     await broken.db.end()
     const brokenHandler = createHandler(() => broken)
     const logs = env.captureLogs()
-    const res = await brokenHandler(sqsEvent('{"project":"bad"}', '{"project":"bad"}'), createContext()).finally(() => logs.restore())
+    const context = createContext()
+    const res = await brokenHandler(sqsEvent('{"project":"bad"}', '{"project":"bad"}'), context).finally(() => logs.restore())
     expect(res).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }, { itemIdentifier: 'm1' }] })
     expect(await counter('contember_actions_worker_crashed_total', 'bad')).toBe(1)
     expect(logs.records().some(r => r.level === 'error' && r.project === 'bad')).toBe(true)
+    // Each record handed back to SQS is a JSON line of the invocation's logger, with its message id.
+    const redelivered = logs.records().filter(r => r.msg === 'Dispatch signal returned to the queue for redelivery')
+    expect(redelivered.map(r => [r.level, r.messageId, r.awsRequestId])).toEqual([
+      ['warn', 'm0', context.awsRequestId],
+      ['warn', 'm1', context.awsRequestId],
+    ])
     const mixed = await handler(sqsEvent('{"project":"ok"}'), createContext())
     expect(mixed).toEqual({ batchItemFailures: [] })
     expect(env.rx.eventIds()).toHaveLength(2)

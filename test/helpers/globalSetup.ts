@@ -13,6 +13,21 @@ declare module 'vitest' {
 }
 
 /**
+ * Says which Postgres the suite runs on, and refuses a run on another major than ACTIONS_TEST_PG_MAJOR
+ * when that is set (CI sets it, so a run meant for one major never passes on another).
+ */
+async function checkMajor(admin: pg.Client, source: string): Promise<void> {
+  const { rows } = await admin.query<{ server_version_num: string }>('SHOW server_version_num')
+  const major = Math.floor(Number(rows[0]?.server_version_num) / 10_000)
+  process.stderr.write(`the suite runs on Postgres ${major} (${source})\n`)
+  const expected = process.env['ACTIONS_TEST_PG_MAJOR']
+  if (expected && Number(expected) !== major) {
+    await admin.end()
+    throw new Error(`ACTIONS_TEST_PG_MAJOR is ${expected}, but the ${source} Postgres is ${major}`)
+  }
+}
+
+/**
  * Once per run: a Postgres (DATABASE_URL when set, else an embedded one) and a migrated template
  * database that every test file clones, so each file starts from a fresh, fully migrated schema.
  */
@@ -28,6 +43,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const template = `actions_tpl_${process.pid}_${Date.now()}`
   const admin = new pg.Client({ connectionString: adminUrl })
   await admin.connect()
+  await checkMajor(admin, adminUrl === process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded')
   await admin.query(`CREATE DATABASE ${template}`)
   const tplPool = new pg.Pool({ connectionString: withDatabase(adminUrl, template), max: 1 })
   await migrate(tplPool)

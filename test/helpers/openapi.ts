@@ -1,4 +1,4 @@
-// Checks real answers of the REST routes against the OpenAPI document they serve (issue 25): the
+// Checks real answers of the REST routes against the OpenAPI document they serve: the
 // response schema of the route and status is compiled from the document with ajv (draft 2020-12, as
 // OpenAPI 3.1 uses) and ajv-formats, so a test fails when an answer and the document disagree.
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js'

@@ -37,3 +37,52 @@ export function countStatements(pool: pg.Pool): { count(): number; named(name: s
     },
   }
 }
+
+/** One claim statement as a test saw it: when it was sent (ms, this process's clock) and the event ids it claimed. */
+export type SeenClaim = { sentAt: number; ids: string[] }
+
+/**
+ * Records every claim statement (`actions_claim`) sent through the pool: when it was sent and which
+ * events it returned. A test asks what was claimed before a state it observed, instead of guessing
+ * how long a request takes to arrive.
+ */
+export function watchClaims(pool: pg.Pool): { claims(): readonly SeenClaim[] } {
+  const seen: SeenClaim[] = []
+  const patched = new WeakSet<object>()
+  pool.on('acquire', client => {
+    if (patched.has(client)) return
+    patched.add(client)
+    const original: unknown = Reflect.get(client, 'query')
+    if (typeof original !== 'function') return
+    Object.defineProperty(client, 'query', {
+      configurable: true,
+      value: (...args: unknown[]): unknown => {
+        const config = args[0]
+        if (typeof config !== 'object' || config === null || !('name' in config) || config.name !== 'actions_claim')
+          return Reflect.apply(original, client, args)
+        const claim: SeenClaim = { sentAt: Date.now(), ids: [] }
+        seen.push(claim)
+        const collect = (r: unknown) => {
+          const rows: unknown = typeof r === 'object' && r !== null ? Reflect.get(r, 'rows') : undefined
+          if (Array.isArray(rows)) for (const row of rows) if (typeof row?.id === 'string') claim.ids.push(row.id)
+        }
+        // pool.query passes a callback; a checked-out client's caller awaits the promise.
+        const last = args[args.length - 1]
+        if (typeof last === 'function') {
+          const rest = args.slice(0, -1)
+          return Reflect.apply(original, client, [
+            ...rest,
+            (err: unknown, r: unknown) => {
+              if (!err) collect(r)
+              return Reflect.apply(last, undefined, [err, r])
+            },
+          ])
+        }
+        const result: unknown = Reflect.apply(original, client, args)
+        if (result instanceof Promise) result.then(collect, () => {})
+        return result
+      },
+    })
+  })
+  return { claims: () => seen }
+}

@@ -1,4 +1,4 @@
-// A bound on waiting (issue 23, item 3): events of a target paused longer than PAUSED_GIVE_UP_HOURS
+// A bound on waiting: events of a target paused longer than PAUSED_GIVE_UP_HOURS
 // (scaled down here) fail terminally with the pause in their log, counted; the target stays paused,
 // and a bulk retry after the target recovers delivers each once.
 import { describe, expect, it } from 'vitest'

@@ -237,7 +237,7 @@ function envOf(env: Harness): Record<string, string> {
   return { DATABASE_URL: c.DATABASE_URL, SIGNAL_QUEUE_URL: c.SIGNAL_QUEUE_URL }
 }
 
-describe.skipIf(!hasPushgateway)('the sweeper and paused targets (issue 23)', () => {
+describe.skipIf(!hasPushgateway)('the sweeper and paused targets', () => {
   const env = useHarness({ pushgateway: true })
 
   it("leaves a paused target's events out of the due gauges and re-drive, counts them per target and reason, and signals a due probe", async () => {

@@ -1,4 +1,4 @@
-// Tracing's edges (issue 28): off means nothing is built or written; a collector that never answers
+// Tracing's edges: off means nothing is built or written; a collector that never answers
 // holds no invocation and loses only spans, counted; no secret ever reaches an exported span.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHandler as createDispatch } from '../../functions/dispatch.js'

@@ -1,4 +1,4 @@
-// OpenTelemetry end to end (issue 28): a producer's traceparent through the enqueue Lambda, the
+// OpenTelemetry end to end: a producer's traceparent through the enqueue Lambda, the
 // dispatch Lambda and the webhook request, against a real OTLP/HTTP receiver, Postgres, the SQS
 // emulator and receivers on 127.0.0.1.
 import { Webhook } from 'standardwebhooks'

@@ -8,7 +8,7 @@ import { shownRedaction } from '../../operate/shown.js'
 import { stopOne } from '../../operate/stop.js'
 import { wakeProject } from '../../operate/types.js'
 import { REDACTED, type Redactor } from '../../text.js'
-import { attemptJson } from '../shapes.js'
+import { attemptJson } from '../../shapes.js'
 import { requireAccess, seesValues, userError, type Action, type GraphqlContext, type Resolver } from './access.js'
 import { spend } from './budget.js'
 import { eventArgs, parseArgs, retryArgs, uuidArg } from './inputs.js'
@@ -35,7 +35,7 @@ function eventOut(row: EventRow, redact: Redactor) {
   }
 }
 
-/** The redactor of the project's current secrets: stored text is shown redacted, as REST and the CLI show it. */
+/** The redactor of the project's current secrets: stored text is shown redacted, as REST and the CLI show it (docs/design.md, "Text from outside"). */
 const projectRedactor = async (ctx: GraphqlContext) => (await shownRedaction(ctx.deps.db, ctx.project)).redact
 
 function listing(which: Listing): Resolver {

@@ -6,7 +6,7 @@ import { z } from 'zod'
 import { countBulkEvents } from '../../db/operator.js'
 import { retryMany } from '../../operate/retry.js'
 import { stopMany } from '../../operate/stop.js'
-import { MAX_BULK_EVENTS } from '../../cli/bulk.js'
+import { MAX_BULK_EVENTS } from '../../schema/limits.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
 import { nameSchema, projectOf, reportSignal, timeSchema } from './common.js'
 

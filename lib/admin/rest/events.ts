@@ -7,7 +7,7 @@ import { enqueue } from '../../enqueue.js'
 import { retryOne } from '../../operate/retry.js'
 import { shownRedaction } from '../../operate/shown.js'
 import { stopOne } from '../../operate/stop.js'
-import { eventDetailJson, eventJson } from '../shapes.js'
+import { eventDetailJson, eventJson } from '../../shapes.js'
 import { ProblemError, type Route, type RouteContext } from '../types.js'
 import { conflict, nameSchema, notFound, param, projectOf, queryOf, reportSignal, stateSchema, timeSchema, validated } from './common.js'
 

@@ -1,10 +1,10 @@
 // The JSON Schemas (2020-12, as OpenAPI 3.1 uses) of the REST answers: one per shape of
-// lib/admin/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
+// lib/shapes.ts and per route's own answer. Request bodies come from the zod schemas that
 // validate them (lib/admin/openapi.ts), so a body the document allows is a body the route takes.
 import { COUNTED_RESOLVED_EVENTS } from '../../db/admin-events.js'
 import { FAILED_COUNT_CAP } from '../../db/admin-recent.js'
 import { MAX_TREND_TARGETS, TREND_BUCKETS_MS, TREND_MINUTES } from '../../db/trends.js'
-import { EVENT_STATES } from '../shapes.js'
+import { EVENT_STATES } from '../../shapes.js'
 
 type Schema = Record<string, unknown>
 

@@ -1,6 +1,6 @@
 // GET …/stats: events by state, the due backlog and its oldest age, the dispatch heartbeat.
 import { readProjectStats } from '../../db/admin-events.js'
-import { statsJson } from '../shapes.js'
+import { statsJson } from '../../shapes.js'
 import type { Route, RouteContext } from '../types.js'
 import { projectOf } from './common.js'
 

@@ -6,7 +6,7 @@ import { listTargetHealth, pauseTarget, resumeTarget } from '../../db/pauses.js'
 import { getCurrentSchema } from '../../db/schemas.js'
 import { readLastRequests } from '../../db/trends.js'
 import { emitOps } from '../../ops.js'
-import { targetJson } from '../shapes.js'
+import { targetJson } from '../../shapes.js'
 import type { Route, RouteContext } from '../types.js'
 import { nameSchema, notFound, param, projectOf, signal } from './common.js'
 

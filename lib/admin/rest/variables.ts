@@ -5,7 +5,7 @@ import { deleteVariable, listVariableNames } from '../../db/variable-names.js'
 import type { VariablesMode } from '../../db/variables.js'
 import { setProjectVariables } from '../../operate/variables.js'
 import { MAX_VARIABLE_CHARS } from '../../schema/limits.js'
-import { variablesJson } from '../shapes.js'
+import { variablesJson } from '../../shapes.js'
 import type { Route, RouteContext } from '../types.js'
 import { nameSchema, notFound, param, projectOf, queryOf, validated } from './common.js'
 

@@ -1,4 +1,4 @@
-// GET /v1/whoami and GET /v1/projects (issue 26): what the web console asks first. It shows only the
+// GET /v1/whoami and GET /v1/projects: what the web console asks first. It shows only the
 // buttons the caller's role may use, and lists the projects the caller may see: every project with a
 // schema for a system caller, its own project for a token. Neither answer carries a token or its id.
 import { listProjects } from '../../db/schemas.js'

@@ -1,6 +1,6 @@
-// Per-project admin tokens (issue 25) against a real, migrated Postgres.
+// Per-project admin tokens against a real, migrated Postgres.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createToken, listTokens, revokeToken, tokenPrincipal, TOKEN_PREFIX } from '../../lib/admin/tokens.js'
+import { createToken, listTokens, revokeToken, tokenPrincipal, TOKEN_PREFIX } from '../../lib/db/tokens.js'
 import { ValidationError } from '../../lib/errors.js'
 import { freshDatabase, type TestDatabase } from '../helpers/db.js'
 

@@ -1,12 +1,12 @@
-// The JSON the admin API answers with and the CLI's --json prints (issue 25): one shape per thing an
+// The JSON the admin API answers with and the CLI's --json prints: one shape per thing an
 // operator reads, built by pure functions from the rows lib/db returns. Timestamps are ISO 8601 UTC
 // strings. Variable values never appear here: a variable is its name and when it last changed.
-import type { EventSummaryRow, ProjectStats } from '../db/admin-events.js'
-import { FAILED_COUNT_CAP, type TargetOutcomes } from '../db/admin-recent.js'
-import type { ListedEvent } from '../db/operator.js'
-import { pauseKind, pauseLabel, type TargetHealth } from '../db/pauses.js'
-import type { EventRow, EventState } from '../events.js'
-import { noRedaction, type Redactor } from '../text.js'
+import type { EventSummaryRow, ProjectStats } from './db/admin-events.js'
+import { FAILED_COUNT_CAP, type TargetOutcomes } from './db/admin-recent.js'
+import type { ListedEvent } from './db/operator.js'
+import { pauseKind, pauseLabel, type TargetHealth } from './db/pauses.js'
+import type { EventRow, EventState } from './events.js'
+import { noRedaction, type Redactor } from './text.js'
 
 export type { EventSummaryRow }
 

@@ -1,11 +1,19 @@
-// Per-project admin tokens (issue 25): created once and shown once, kept only as a SHA-256 hash
+// Per-project admin tokens: created once and shown once, kept only as a SHA-256 hash
 // (migration 013), listed without the secret, revoked by id. A token never reaches a log line or an
 // error message: none of these functions puts it, or its hash, into anything they throw.
 import { createHash, randomBytes } from 'node:crypto'
-import type { Queryable } from '../db/pool.js'
+import type { Queryable } from './pool.js'
 import { ValidationError } from '../errors.js'
 import { assertNames, nameProblem } from '../schema/limits.js'
-import type { Principal, Role } from './types.js'
+
+/** A project token's role, as upstream's project roles: admin may do everything, deployer may view and set variables. */
+export type Role = 'admin' | 'deployer' | 'viewer'
+
+/**
+ * Who is calling. `system`: an IAM-signed caller of the deployed function URL, or the local stack's
+ * bootstrap token; it acts on every project. `token`: a per-project token (only its hash is stored).
+ */
+export type Principal = { kind: 'system' } | { kind: 'token'; tokenId: string; project: string; role: Role }
 
 /** What starts every token: a reader (and a secret scanner) can tell an Actions admin token at a glance. */
 export const TOKEN_PREFIX = 'actions_'
