@@ -2,7 +2,13 @@ import { z } from 'zod'
 import { DEFAULT_RECORD_SETTINGS, type RecordSettings } from './db/health.js'
 import { parseNetworks } from './delivery/egress.js'
 import { ConfigError, describeCause, ValidationError } from './errors.js'
-import { DEFAULT_GRAPHQL_ANSWER_BYTES, DEFAULT_MAX_TARGET_TIMEOUT_MS, MAX_RELAY_BATCH_SIZE, MAX_RELAY_POLL_MS, MIN_RELAY_POLL_MS } from './schema/limits.js'
+import {
+  DEFAULT_GRAPHQL_ANSWER_BYTES,
+  DEFAULT_MAX_TARGET_TIMEOUT_MS,
+  MAX_RELAY_BATCH_SIZE,
+  MAX_RELAY_POLL_MS,
+  MIN_RELAY_POLL_MS,
+} from './schema/limits.js'
 import { tracingConfigShape } from './tracing/config.js'
 
 const bool = z

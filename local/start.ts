@@ -90,7 +90,15 @@ function parseOptions(): Options | number {
     process.stderr.write(`--otlp takes the URL of an OTLP/HTTP collector, such as http://127.0.0.1:4318\n\n${USAGE}\n`)
     return 2
   }
-  return { port, sweepSeconds, dataDir: args['data-dir'], otlp: args.otlp, contember: args.contember ?? [], demo, portGiven: args.port !== undefined }
+  return {
+    port,
+    sweepSeconds,
+    dataDir: args['data-dir'],
+    otlp: args.otlp,
+    contember: args.contember ?? [],
+    demo,
+    portGiven: args.port !== undefined,
+  }
 }
 
 /** `npm run demo` while `npm start` runs in another terminal: the demo goes through that stack; false when none answers. */
