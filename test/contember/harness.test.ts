@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest'
 import { haveEngine, startEngine, type Engine, type EngineProject } from '../helpers/contember.js'
+import { startReceiver } from '../helpers/receiver.js'
+import { until } from '../helpers/wait.js'
 
 describe.skipIf(!haveEngine())('the Contember engine harness', () => {
   let engine: Engine
@@ -48,5 +50,22 @@ describe.skipIf(!haveEngine())('the Contember engine harness', () => {
     })
     // Every row of one transaction shares its id and its start time.
     expect(new Set(rows.map(r => r.transaction_id)).size).toBe(1)
+  })
+
+  it("restarts with the engine's own dispatcher on, which then sends the backlog written while it was off", async () => {
+    const receiver = await startReceiver()
+    try {
+      const own = await engine.createProject({ hook_a: { url: `${receiver.url}/a` }, hook_b: { url: `${receiver.url}/b` } })
+      await own.content(`mutation { createArticle(data: { title: "backlog" }) { ok } }`)
+      const ids = (await own.outbox()).map(r => r.id)
+      expect(ids).toHaveLength(2)
+      expect(receiver.requests).toEqual([])
+      await engine.restart({ dispatcher: true })
+      await until('the dispatcher sending both rows', () => receiver.requests.length >= 2, 30_000)
+      expect(receiver.eventIds().sort()).toEqual([...ids].sort())
+      await engine.restart({ dispatcher: false })
+    } finally {
+      await receiver.close()
+    }
   })
 })

@@ -106,6 +106,11 @@ export type Engine = {
   logs(): string
   /** Creates a project with a fresh slug and deploys the fixture schema with the caller's targets. */
   createProject(targets: { hook_a: EngineTarget; hook_b: EngineTarget }): Promise<EngineProject>
+  /**
+   * Stops the engine process and starts it again on the same databases and ports, with its own
+   * dispatcher on or off: a backlog written with the dispatcher off is then the dispatcher's to send.
+   */
+  restart(options: { dispatcher: boolean }): Promise<void>
   /** Stops the engine (SIGTERM, then SIGKILL after a bound) and drops every database it created. */
   stop(): Promise<void>
 }
@@ -297,35 +302,47 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     CONTEMBER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
     CONTEMBER_PORT: String(port),
     CONTEMBER_MONITORING_PORT: String(monitoringPort),
-    ...(options.dispatcher ? { CONTEMBER_APPLICATION_WORKER: 'all' } : {}),
     ...options.env,
   }
   const lines: string[] = []
   let partial = ''
-  const child = spawn(process.execPath, ['--import', ORPHAN_GUARD, ENGINE_ENTRY], {
-    env,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
   const onChunk = (chunk: Buffer) => {
     const parts = (partial + chunk.toString('utf8')).split('\n')
     partial = parts.pop() ?? ''
     lines.push(...parts)
     if (lines.length > LOG_LINES_KEPT) lines.splice(0, lines.length - LOG_LINES_KEPT)
   }
-  child.stdout.on('data', onChunk)
-  child.stderr.on('data', onChunk)
-  // A test process that exits without stop() still takes the engine with it.
-  const onExit = () => killGroup(child, 'SIGKILL')
-  process.once('exit', onExit)
   const logs = () => [...lines, partial].join('\n')
   const dropAll = async () => {
     for (const name of databases) await dropDatabase(pgUrl, name).catch(() => {})
   }
+  let child: ChildProcess | undefined
+  // A test process that exits without stop() still takes the engine with it.
+  const onExit = () => {
+    if (child) killGroup(child, 'SIGKILL')
+  }
+  process.once('exit', onExit)
+  /** Spawns the engine with its dispatcher on or off and waits for it to be ready (bounded); ends it on failure. */
+  const spawnEngine = async (dispatcher: boolean) => {
+    const rest = Object.fromEntries(Object.entries(env).filter(([k]) => k !== 'CONTEMBER_APPLICATION_WORKER'))
+    const started = spawn(process.execPath, ['--import', ORPHAN_GUARD, ENGINE_ENTRY], {
+      env: dispatcher ? { ...rest, CONTEMBER_APPLICATION_WORKER: 'all' } : rest,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    child = started
+    started.stdout.on('data', onChunk)
+    started.stderr.on('data', onChunk)
+    try {
+      await waitForOutput(started, logs, 'Contember API running', START_TIMEOUT_MS)
+    } catch (error) {
+      await endProcess(started)
+      throw error
+    }
+  }
   try {
-    await waitForOutput(child, logs, 'Contember API running', START_TIMEOUT_MS)
+    await spawnEngine(options.dispatcher === true)
   } catch (error) {
-    await endProcess(child)
     process.off('exit', onExit)
     await dropAll()
     throw error
@@ -376,8 +393,14 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     pgUrl,
     logs,
     createProject,
+    restart: async ({ dispatcher }) => {
+      if (child) await endProcess(child)
+      lines.length = 0
+      partial = ''
+      await spawnEngine(dispatcher)
+    },
     stop: async () => {
-      await endProcess(child)
+      if (child) await endProcess(child)
       process.off('exit', onExit)
       await dropAll()
     },
