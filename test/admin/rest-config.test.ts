@@ -12,6 +12,8 @@ import { useHarness } from '../helpers/harness.js'
 import { expectDocumented, routeOf } from '../helpers/openapi.js'
 
 const CANARY = 'CANARY-v4lue-7f3a9c'
+/** A literal header value of the schema: a secret a viewer may not read, though a receiver may quote it. */
+const HEADER_CANARY = 'HEADER-literal-c4n4ry-55e1'
 const env = useHarness({ project: 'cfg', config: { OPS_PROJECT: 'ops' } })
 const system: Principal = { kind: 'system' }
 const token = (role: 'viewer' | 'deployer' | 'admin'): Principal => ({ kind: 'token', tokenId: randomUUID(), project: env.project, role })
@@ -142,10 +144,10 @@ describe('variables', () => {
       expect((await call('DELETE', `${P}/variables/:name`, { params: { name: 'NEW' } })).status).toBe(204)
       await expect(call('DELETE', `${P}/variables/:name`, { params: { name: 'NEW' } })).rejects.toMatchObject({ status: 404 })
 
-      // Receiver text echoing the value, in an event's log: redacted in every answer.
-      await schema()
+      // Receiver text echoing the value and a literal header value, in an event's log: redacted in every answer.
+      await schemaFor(env.deps, env.project, { a: { url: 'http://127.0.0.1:9', headers: { 'x-hook-key': HEADER_CANARY } } })
       const [id = ''] = await enqueueMany(env.deps, env.project, 'to_a', 1)
-      const echo = `401 from receiver: bad token ${CANARY}`
+      const echo = `401 from receiver: bad token ${CANARY} ${HEADER_CANARY}`
       await env.deps.db.query(
         `UPDATE actions_event SET state = 'failed', resolved_at = now(), failed_at = now(), num_retries = 1, log = jsonb_build_array(jsonb_build_object('ok', false, 'errorMessage', $2::text, 'response', $2::text))
          WHERE id = $1`,
@@ -154,8 +156,8 @@ describe('variables', () => {
       for (const principal of [token('viewer'), system]) {
         const shown = await call('GET', `${P}/events/:id`, { principal, params: { id } })
         expect(shown.body).toMatchObject({
-          lastError: '401 from receiver: bad token [redacted]',
-          log: [{ response: '401 from receiver: bad token [redacted]' }],
+          lastError: '401 from receiver: bad token [redacted] [redacted]',
+          log: [{ response: '401 from receiver: bad token [redacted] [redacted]' }],
         })
         await call('GET', `${P}/events`, { principal, query: { state: 'failed' } })
         await call('GET', `${P}/stats`, { principal })
@@ -166,8 +168,9 @@ describe('variables', () => {
       await expect(call('PUT', `${P}/variables`, { body: { variables: { ['N'.repeat(256)]: CANARY } } })).rejects.toThrow(/255 bytes/)
       await expect(call('PUT', `${P}/variables`, { query: { mode: 'set' }, body: { variables: {} } })).rejects.toThrow()
       expect(answers.length).toBeGreaterThan(15)
-      expect(answers.filter(a => a.includes(CANARY))).toEqual([])
-      expect(logs.lines.filter(l => l.includes(CANARY))).toEqual([])
+      // No route called here reads the schema (deployers and admins do): no answer holds the header value.
+      expect(answers.filter(a => a.includes(CANARY) || a.includes(HEADER_CANARY))).toEqual([])
+      expect(logs.lines.filter(l => l.includes(CANARY) || l.includes(HEADER_CANARY))).toEqual([])
     } finally {
       logs.restore()
     }

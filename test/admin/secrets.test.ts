@@ -10,6 +10,7 @@ import { createToken } from '../../lib/db/tokens.js'
 import type { Role } from '../../lib/admin/types.js'
 import { MAX_VARIABLE_CHARS } from '../../lib/schema/limits.js'
 import { WITHHELD } from '../../lib/text.js'
+import { runCli } from '../helpers/cli.js'
 import { enqueueMany, schemaFor } from '../helpers/events.js'
 import { useHarness } from '../helpers/harness.js'
 import { createContext, sqsEvent } from '../helpers/lambda.js'
@@ -158,7 +159,7 @@ describe('secrets across the admin surface', () => {
     for (const line of logs.lines) expect(line).not.toContain(SHORT)
   })
 
-  it('refuses a value past MAX_VARIABLE_CHARS on REST PUT and PATCH and on GraphQL alike, naming the variable only', async () => {
+  it('refuses a value past MAX_VARIABLE_CHARS on REST PUT and PATCH, GraphQL and the CLI alike, naming the variable only', async () => {
     const over = 'v'.repeat(MAX_VARIABLE_CHARS) + SHORT
     const at = 'v'.repeat(MAX_VARIABLE_CHARS)
     const p = `/v1/projects/${env.project}/variables`
@@ -173,6 +174,12 @@ describe('secrets across the admin surface', () => {
     const refused = await gql('deployer', mutation, { v: [{ name: 'BIG', value: over }] })
     expect(JSON.stringify(refused.json)).toContain('BAD_USER_INPUT')
     expect((await gql('deployer', mutation, { v: [{ name: 'BIG', value: at }] })).json).toEqual({ data: { setVariables: { ok: true } } })
+    // The CLI reaches the same bound: refused, the value never echoed.
+    const cli = await runCli(env.cliEnv(), ['variables', 'set', env.project, `BIG=${over}`])
+    expect(cli.code).not.toBe(0)
+    expect(cli.err).toContain(String(MAX_VARIABLE_CHARS))
+    expect(cli.err + cli.out).not.toContain(SHORT)
+    expect((await runCli(env.cliEnv(), ['variables', 'set', env.project, `BIG=${at}`])).code).toBe(0)
     for (const a of answers) expect(a.text).not.toContain(SHORT)
   })
 })
