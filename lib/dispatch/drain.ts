@@ -141,6 +141,9 @@ async function runDrain(deps: Deps, project: string, opts: DrainOptions, yielded
 /** Targets whose events no signal can move: they are held back in this drain as broken. */
 const heldTargets = (run: Run) => [...run.targets.values()].filter(t => t.heldBack === 'broken').map(t => t.name)
 
+/** How often a slice that is used up looks again whether its drain has begun a delivery yet. */
+const FIRST_DELIVERY_RECHECK_MS = 10
+
 /** Milliseconds left of the drain's slice (infinite without one). */
 function sliceLeft(run: Run): number {
   const slice = run.opts.sliceMs
@@ -155,6 +158,8 @@ function armSlice(run: Run): () => void {
     const left = sliceLeft(run)
     if (run.sliced || left === Number.POSITIVE_INFINITY) return
     if (left > 0) timer = setTimeout(check, left)
+    // A slice never ends before its first delivery began (a slow claim must not make a drain yield with nothing done).
+    else if (run.begun === 0) timer = setTimeout(check, FIRST_DELIVERY_RECHECK_MS)
     else
       endSlice(run).catch(e => {
         run.failure ??= e
@@ -296,7 +301,7 @@ async function worker(run: Run): Promise<void> {
  */
 async function turn(run: Run): Promise<boolean> {
   // The slice is used up: queued claims go back, deliveries under way finish, a continuation follows.
-  if (run.sliced || sliceLeft(run) <= 0) await endSlice(run)
+  if (run.sliced || (run.begun > 0 && sliceLeft(run) <= 0)) await endSlice(run)
   const next = await run.claims.next()
   if (next === 'again') return true
   if (next === 'empty') {

@@ -59,7 +59,7 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
   await queue.map(async project => {
     await drains.start(project, sliceFrom(performance.now()))
   })
-  // Every place is free; while the signalled drains' last requests are in flight, more signals are served.
+  // Every place is free; while the drains' last requests are in flight, more signals are served.
   await serveTakenSignals(deps, opts, drains, parallel)
   const outcomes = await drains.outcomes()
   return new Map(outcomes.filter(o => o !== undefined))
@@ -67,7 +67,6 @@ export async function drainProjects(deps: Deps, projects: readonly string[], opt
 
 function yieldingDrains(deps: Deps, opts: DrainOptions): YieldingDrains {
   const finishing = new Set<Promise<DrainOutcome>>()
-  const signalled = new Set<Promise<DrainOutcome>>()
   const all: Array<Promise<DrainOutcome>> = []
   const reported: Array<Promise<DrainOutcome>> = []
   return {
@@ -91,15 +90,14 @@ function yieldingDrains(deps: Deps, opts: DrainOptions): YieldingDrains {
       await drain.yielded
       // Its place is free; until its last requests are recorded it counts against MAX_YIELDED_DRAINS.
       finishing.add(outcome)
-      if (!taken) signalled.add(outcome)
       void outcome.finally(() => {
         finishing.delete(outcome)
-        signalled.delete(outcome)
       })
       // Wrapped: an async function returning the promise itself would wait for it.
       return { outcome }
     },
-    signalledFinishing: () => (signalled.size > 0 ? Promise.race(signalled) : undefined),
+    finishing: () => (finishing.size > 0 ? Promise.race(finishing) : undefined),
+    room: () => MAX_YIELDED_DRAINS - finishing.size,
     outcomes: async () => {
       await Promise.all(all)
       return Promise.all(reported)

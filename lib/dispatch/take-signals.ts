@@ -9,14 +9,16 @@ export type DrainOutcome = readonly [string, unknown] | undefined
 export type YieldingDrains = {
   /** Starts a drain once few enough are finishing; resolves, when it gave up its place, to its outcome to come. `taken`: for a signal taken from the queue. */
   start(project: string, sliceMs: DrainOptions['sliceMs'], taken?: boolean): Promise<{ outcome: Promise<DrainOutcome> }>
-  /** While a drain the signals named is still finishing (its requests in flight): a promise for when one ends. */
-  signalledFinishing(): Promise<unknown> | undefined
+  /** While a drain that gave up its place is still finishing (its requests in flight): a promise for when one ends. */
+  finishing(): Promise<unknown> | undefined
+  /** How many more drains may give up their places before a new one has to wait for one to end. */
+  room(): number
   /** The signalled drains' outcomes, once every drain (taken ones too) is done: none may be in flight when the invocation returns. */
   outcomes(): Promise<DrainOutcome[]>
 }
 
 /**
- * How long an invocation waits for the signalled drains' requests in flight before it takes signals
+ * How long an invocation waits for its drains' requests in flight before it takes signals
  * itself: requests to healthy receivers end well within it, so only a slow or hanging receiver makes
  * an invocation serve other projects (and a batch whose requests end quickly leaves its signals to
  * the event source, as before).
@@ -33,21 +35,28 @@ const TAKEN_VISIBILITY_SLACK_S = 30
  * While the only work left in an invocation is requests in flight to slow receivers (their drains
  * gave up their places), takes waiting signals from the queue and drains their projects, as a free
  * invocation would: a hanging receiver then holds its invocation's time, not its tenants' place in
- * the queue (the event source's maximumConcurrency). Stops once the signalled drains are done;
- * drains it started finish before the invocation returns. A taken signal is deleted when its drain
+ * the queue (the event source's maximumConcurrency). Goes on while any drain's requests are in flight
+ * and the invocation's time allows (a drain only sends what fits in it); every drain it started
+ * finishes before the invocation returns. A taken signal is deleted when its drain
  * ends without crashing; otherwise it comes back after its visibility timeout.
  */
 export async function serveTakenSignals(deps: Deps, opts: DrainOptions, drains: YieldingDrains, parallel: number): Promise<void> {
   const { take, done } = deps.signals
   if (!take || !done) return
-  const first = drains.signalledFinishing()
+  const first = drains.finishing()
   if (!first || (await within(TAKE_AFTER_MS, first))) return
-  for (let waiting = drains.signalledFinishing(); waiting; waiting = drains.signalledFinishing()) {
+  for (let waiting = drains.finishing(); waiting; waiting = drains.finishing()) {
     if (opts.remainingMs() < 2 * deps.config.DISPATCH_TIME_MARGIN_MS) {
       await waiting
       continue
     }
-    const taken = await take(10, opts.remainingMs() / 1000 + TAKEN_VISIBILITY_SLACK_S).catch((error: unknown) => {
+    // A taken signal is hidden from every other invocation: take only what can start at once.
+    const room = drains.room()
+    if (room <= 0) {
+      await waiting
+      continue
+    }
+    const taken = await take(Math.min(10, room), opts.remainingMs() / 1000 + TAKEN_VISIBILITY_SLACK_S).catch((error: unknown) => {
       deps.log.warn('Could not take signals while waiting for requests in flight', { error })
       return []
     })
