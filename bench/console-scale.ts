@@ -81,6 +81,7 @@ try {
     ['stats', '/v1/projects/big/stats', {}],
     ['targets', '/v1/projects/big/targets', {}],
     ['trends', '/v1/projects/big/trends', {}],
+    ['trends (project)', '/v1/projects/big/trends', { series: 'project' }],
     ['events (any)', '/v1/projects/big/events', { limit: '50' }],
     ['events succeed', '/v1/projects/big/events', { state: 'succeed', limit: '50' }],
     ['events failed', '/v1/projects/big/events', { state: 'failed', limit: '50' }],
