@@ -62,7 +62,7 @@ async function fill(project: string, card: Card): Promise<void> {
     const [stats, targets, trends] = await Promise.all([
       api<Stats>('GET', `${p}/stats`),
       api<{ targets: TargetJson[] }>('GET', `${p}/targets`).catch(() => ({ targets: [] })),
-      api<Trends>('GET', `${p}/trends`),
+      api<Trends>('GET', `${p}/trends?series=project`),
     ])
     replace(card.body, figures(project, stats, targets.targets))
     card.charts.update(trends, [trends.project])

@@ -205,7 +205,10 @@ const OPERATIONS: Operation[] = [
     summary:
       'Per minute of the last 24 h, per target and for the project: requests, deliveries, failed attempts, events failed, p50/p99 duration',
     need: 'view',
-    query: [queryParam('target', name, 'Only this target’s series (the project series then covers it alone).')],
+    query: [
+      queryParam('target', name, 'Only this target’s series.'),
+      queryParam('series', { enum: ['all', 'project'], default: 'all' }, '`project`: the project’s series only, no target’s.'),
+    ],
     ok: [200, 'Trends'],
     errors: READ,
   },

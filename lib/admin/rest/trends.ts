@@ -84,7 +84,13 @@ export function trendsJson(
   }
 }
 
-const trendsQuery = z.object({ target: nameSchema.optional() }).strict()
+const trendsQuery = z
+  .object({
+    target: nameSchema.optional(),
+    /** `project`: the project's series only (the Projects page), no target's. */
+    series: z.enum(['all', 'project']).default('all'),
+  })
+  .strict()
 
 async function trends(ctx: RouteContext) {
   const project = projectOf(ctx)
@@ -93,7 +99,7 @@ async function trends(ctx: RouteContext) {
   if (!current) throw notFound('no actions schema is stored for this project')
   const health = await listTargetHealth(ctx.deps.db, project)
   const all = q.target ? [q.target] : [...new Set([...Object.keys(current.schema.targets), ...health.map(h => h.target)])].sort()
-  const shown = all.slice(0, MAX_TREND_TARGETS)
+  const shown = q.series === 'project' ? [] : all.slice(0, MAX_TREND_TARGETS)
   const { rows, total, now } = await readTrends(ctx.deps.db, project, shown)
   return { status: 200, body: trendsJson(rows, total, shown, now, all.length - shown.length) }
 }
