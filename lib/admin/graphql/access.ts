@@ -1,6 +1,6 @@
 // Who may run which operation (upstream's ActionsPermissionsFactory, with a viewer role added): the
 // route only checked that the caller may view the project; each resolver asks here.
-import { GraphQLError } from 'graphql'
+import { userError } from './user-error.js'
 import type { Deps } from '../../deps.js'
 import type { AnswerBudget } from './budget.js'
 import type { Principal, Role } from '../types.js'
@@ -39,8 +39,3 @@ export function requireAccess(principal: Principal, action: Action): void {
  * whoever manages the project; every other answer redacts them.
  */
 export const seesValues = (principal: Principal): boolean => principal.kind === 'system' || principal.role === 'admin'
-
-/** An error meant for the caller: its message is safe to answer with (names and limits, never a value). */
-export function userError(message: string, code: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code } })
-}

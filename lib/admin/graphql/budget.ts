@@ -5,7 +5,7 @@
 // bytes of the events a listing would return, before they are read. The serialized answer is
 // checked last; past its bound the answer is an error, never a cut one.
 import { Kind, type DocumentNode, type SelectionNode, type ValueNode } from 'graphql'
-import { userError } from './access.js'
+import { userError } from './user-error.js'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from './inputs.js'
 
 /** The root fields that list events, each taking `args: { offset, limit }`. */

@@ -3,7 +3,7 @@
 // quoting a value (a variable's value is a secret).
 import { z } from 'zod'
 import { MAX_VARIABLE_CHARS } from '../../schema/limits.js'
-import { userError } from './access.js'
+import { userError } from './user-error.js'
 
 /** Events per page when `limit` is not given: upstream's default. */
 export const DEFAULT_EVENT_LIMIT = 100

@@ -1,7 +1,8 @@
 // setVariables: upstream's three modes, written as `actions variables set --mode …` writes them.
 import { setProjectVariables } from '../../operate/variables.js'
 import { ValidationError } from '../../errors.js'
-import { requireAccess, seesValues, userError, type Resolver } from './access.js'
+import { requireAccess, seesValues, type Resolver } from './access.js'
+import { userError } from './user-error.js'
 import { parseArgs, setVariablesArgs } from './inputs.js'
 
 /**
