@@ -19,13 +19,14 @@ export type RelayedEvent = {
 
 /**
  * $1 project, $2 schema version, $3..$11 the rows' fields. The engine's `created_at` is kept (it is
- * what receivers see as `meta.createdAt`); due now, as a fresh event is. An id the project already
+ * what receivers see as `meta.createdAt`), and so is its last state change, as upstream sends a first
+ * attempt's `meta.lastStateChange`; due now, as a fresh event is. An id the project already
  * has is skipped: a row moved twice (the relay crashed between Actions' commit and the outbox's) is
  * written once. `seq` numbers the rows in the order given, which is the outbox's.
  */
-const INSERT_RELAYED_SQL = `INSERT INTO actions_event (id, project, transaction_id, created_at, stage, schema_version,
+const INSERT_RELAYED_SQL = `INSERT INTO actions_event (id, project, transaction_id, created_at, last_state_change, stage, schema_version,
                             trigger, target, priority, payload, order_key, seq)
-  SELECT e.id, $1, e.transaction_id, e.created_at, e.stage, $2, e.trigger, e.target, e.priority, e.payload, e.order_key,
+  SELECT e.id, $1, e.transaction_id, e.created_at, e.created_at, e.stage, $2, e.trigger, e.target, e.priority, e.payload, e.order_key,
          nextval('actions_event_seq')
   FROM unnest($3::uuid[], $4::uuid[], $5::timestamptz[], $6::text[], $7::text[], $8::text[], $9::int[], $10::jsonb[], $11::uuid[])
        WITH ORDINALITY AS e(id, transaction_id, created_at, stage, trigger, target, priority, payload, order_key, ord)
