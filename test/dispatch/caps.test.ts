@@ -43,7 +43,8 @@ describe('maxInFlight and maxPerSecond', () => {
     // The drains run until what is judged below has happened (B all delivered, A started enough
     // times to show its rate), however long a busy machine takes, within a bound.
     const started = Date.now()
-    const deadline = started + 40_000
+    // A machine at a load of 19 on 2 cores took over 40 s to get there.
+    const deadline = started + 120_000
     const enough = () => bDone === 1000 && starts.length >= ENOUGH_STARTS
     await Promise.all(
       [1, 2, 3, 4].map(() => drainProject(env.deps, project, { remainingMs: () => (enough() ? 0 : deadline - Date.now()) })),
@@ -82,7 +83,7 @@ describe('maxInFlight and maxPerSecond', () => {
     expect(flowing?.oldestDueAgeSeconds).toBeLessThan(60)
     await env.deps.db.query(`UPDATE actions_target_flow SET claimed_at = now() - interval '10 minutes' WHERE project = $1`, [project])
     expect((await readBacklog(env.deps.db)).get(project)?.oldestDueAgeSeconds).toBeGreaterThanOrEqual(599)
-  }, 90_000)
+  }, 150_000)
 
   it('are bounded at schema set, naming the path of a bad value', () => {
     const target = (t: Record<string, unknown>) => ({
