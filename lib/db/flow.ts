@@ -163,10 +163,7 @@ type LockedFlow = { target: string; tat_in_ms: number | null; locked_at: string;
 
 /** Locks the targets' flow rows, creating those that do not exist yet (FLOW_CREATE, then locks again). */
 async function lockFlows(client: pg.PoolClient, project: string, targets: readonly string[]): Promise<LockedFlow[]> {
-  // Prepared, as are the other statements of a capped claim: one runs per freed slot.
-  const lock = async () =>
-    (await client.query<LockedFlow>({ name: 'actions_flow_lock', text: FLOW_LOCK.text, values: FLOW_LOCK.values({ project, targets }) }))
-      .rows
+  const lock = async () => (await client.query<LockedFlow>(FLOW_LOCK.text, FLOW_LOCK.values({ project, targets }))).rows
   const locked = await lock()
   if (locked.length >= targets.length) return locked
   await client.query(FLOW_CREATE.text, FLOW_CREATE.values({ project, targets }))
@@ -187,7 +184,7 @@ async function liveRequests(
     ids: granted.map(g => g.id),
     leases: granted.map(g => g.lease),
   })
-  return (await client.query<{ target: string } & Granted>({ name: 'actions_flow_in_flight', text: FLOW_IN_FLIGHT.text, values })).rows
+  return (await client.query<{ target: string } & Granted>(FLOW_IN_FLIGHT.text, values)).rows
 }
 
 /** Writes what each target took (its requests in flight, the rate's schedule) and says when its batches may start. */
@@ -216,10 +213,9 @@ async function saveFlows(
           ]
     return { target: t.name, inFlight, n: mine.length, intervalMs: g.intervalMs }
   })
-  await client.query({
-    name: 'actions_flow_save',
-    text: FLOW_SAVE.text,
-    values: FLOW_SAVE.values({
+  await client.query(
+    FLOW_SAVE.text,
+    FLOW_SAVE.values({
       project,
       targets: saved.map(s => s.target),
       in_flight: saved.map(s => JSON.stringify(s.inFlight)),
@@ -227,6 +223,6 @@ async function saveFlows(
       interval_ms: saved.map(s => s.intervalMs),
       locked_at: lockedAt,
     }),
-  })
+  )
   return flow
 }

@@ -40,24 +40,16 @@ export function planClaim(book: ClaimBook, ready: readonly ResolvedTarget[]): Cl
 
 /**
  * The targets a claim asks for, each with the batches it may still take: those holding at most half
- * their cap, and of those only the ones the claim is for. A claim is made when the queue is half empty
- * (as deep as needed, never a round trip per batch), for every such target that may have due events:
- * not found without them, or not for a while (EmptyTargets). It is made earlier for a target that may
- * have work nobody claimed yet: not asked yet, found empty long enough ago, or its caps let it take
- * another batch; such a claim asks for those targets alone, so a dead target's queue cannot hide a
- * healthy one, and a capped target's freed slot never makes a claim read through the due index for a
- * neighbour that had nothing due a moment ago (past the capped target's whole backlog: 589 rows per
- * claim, most of a `maxInFlight: 2` target's cost per event).
+ * their cap. A claim is made when the queue is half empty (as deep as needed, never a round trip per
+ * batch) or, earlier, when a target may have work nobody claimed yet: not asked yet, or found without
+ * due events long enough ago (EmptyTargets), so a dead target's queue cannot hide a healthy one.
  */
 function offeredTargets({ queue, waits, empty, prefetch, perTarget }: ClaimBook, ready: readonly ResolvedTarget[]): TargetClaimConfig[] {
   const now = performance.now()
   const open = ready.filter(t => queue.heldBy(t.name) <= perTarget / 2 && waits.isOpen(t.name, now))
-  const early = (t: ResolvedTarget) => (empty.worthAsking(t.name, now) && queue.heldBy(t.name) === 0) || waits.isCapped(t.name)
-  const asked =
-    queue.length > prefetch / 2
-      ? open.filter(early)
-      : open.filter(t => !empty.has(t.name) || empty.worthAsking(t.name, now) || waits.isCapped(t.name))
-  return asked.map(t => ({
+  const unasked = open.some(t => (empty.worthAsking(t.name, now) && queue.heldBy(t.name) === 0) || waits.isCapped(t.name))
+  if (queue.length > prefetch / 2 && !unasked) return []
+  return open.map(t => ({
     name: t.name,
     batchSize: t.batchSize,
     leaseMs: t.leaseMs,

@@ -99,8 +99,6 @@ export class ClaimQueue {
 
   /** Marks a batch handed out by {@link next} as done: its bytes are free; once no delivery is under way, another claim is worth making. */
   finished(c: Claimed): void {
-    // Its outcome may make the target's next events claimable (an ordering key's, a quick retry).
-    this.empty.forget([c.target.name])
     this.queue.finished(c)
     this.bytes.freed(c.batch)
     if (this.delivering === 0) this.changed()
@@ -133,7 +131,6 @@ export class ClaimQueue {
 
   /** Outcomes of these targets were just written: a target its maxInFlight cut is worth a claim at once. */
   recorded(rows: ReadonlyArray<{ target: string }>): void {
-    this.empty.forget(rows.map(r => r.target))
     if (this.waits.slotsFreed(rows, this.input.targets)) this.wake()
   }
 
@@ -157,12 +154,8 @@ export class ClaimQueue {
     await this.claiming
   }
 
-  /**
-   * Claims once more now, whatever the last claim found; true when batches are queued after it. While a
-   * target its caps cut waits, the claim is for that target: targets found empty are not asked again.
-   */
+  /** Claims once more now, whatever the last claim found; true when batches are queued after it. */
   async claimAgain(): Promise<boolean> {
-    if (this.waits.nextCapMs() === undefined) this.empty.forgetAll()
     this.changed()
     await this.refill()
     if (this.current === 'failed') throw this.failure
@@ -220,7 +213,6 @@ export class ClaimQueue {
   private async release(claims: Claimed[]): Promise<void> {
     for (const c of claims) this.bytes.freed(c.batch)
     this.queue.released(claims)
-    this.empty.forget(claims.map(c => c.target.name))
     await releaseClaims(this.input.db, this.input.project, leases(claims.map(c => c.batch)))
     this.changed()
   }

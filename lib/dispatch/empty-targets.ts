@@ -1,15 +1,14 @@
 import type { TargetClaimConfig } from '../db/claim.js'
 
 /**
- * How long a target the claim found nothing due for is left out of claims (unless its own outcomes are
- * written meanwhile): a drain asks again this often, so a target whose events become due mid-drain
- * (enqueued, a retry's time come, released by another drain) joins within a second.
+ * How long a target the claim found nothing due for is left out of the claims made only for it: a
+ * drain asks again this often, so a target whose events become due mid-drain joins within a second.
  */
 const EMPTY_RECHECK_MS = 1_000
 
 /**
  * The targets a claim queue's claims found without due events, and when (performance.now()). Such a
- * target has no share of the workers and is left out of claims until EMPTY_RECHECK_MS have passed;
+ * target has no share of the workers and starts no early claim until EMPTY_RECHECK_MS have passed;
  * a target not in here was not asked yet, or had work.
  */
 export class EmptyTargets {
@@ -23,17 +22,6 @@ export class EmptyTargets {
   /** Whether the target may have due events nobody claimed: never found empty, or not for EMPTY_RECHECK_MS. */
   worthAsking(target: string, now: number): boolean {
     return now - (this.at.get(target) ?? -Infinity) >= EMPTY_RECHECK_MS
-  }
-
-  /** These targets' deliveries ended, their outcomes were written or their claims went back: each may have due events again. */
-  forget(targets: Iterable<string>): void {
-    if (this.at.size === 0) return
-    for (const t of targets) this.at.delete(t)
-  }
-
-  /** Every target is worth asking again (the drain asks once more, whatever the last claim found). */
-  forgetAll(): void {
-    this.at.clear()
   }
 
   /**
