@@ -4,7 +4,7 @@
 // docs/design.md ("Floors and doors") says why. A change of a direction changes the README's table too.
 const ground = '^lib/(errors|text|kinds|events|log)[.]ts$|^lib/schema/'
 const rooms = '^lib/(db|delivery|metrics|tracing)/'
-const engine = '^lib/(config|deps|signals|enqueue|ops|shapes)[.]ts$|^lib/(enqueue|dispatch|sweeper)/'
+const engine = '^lib/(config|deps|signals|enqueue|ops|shapes)[.]ts$|^lib/(enqueue|dispatch|sweeper|relay)/'
 const doors = '^lib/(cli|admin)/'
 const hosts = '^(functions|local|console|bench|test)/'
 
