@@ -93,6 +93,8 @@ describe('sweeper and claim statements at scale', () => {
           // Its settings, and the dispatch progress the statement also writes.
           3_600_000,
           5,
+          0.9,
+          60_000,
           30_000,
           900_000,
           0,
@@ -102,7 +104,7 @@ describe('sweeper and claim statements at scale', () => {
           ids.map(() => null),
         ],
       ],
-      [RECORD_OK_SQL, [ids, leases, ['p'], ['t'], 5, 30_000, 900_000, true, projects]],
+      [RECORD_OK_SQL, [ids, leases, ['p'], ['t'], [1], 5, 0.9, 60_000, 30_000, 900_000, true, projects]],
       [RELEASE_SQL, [ids, leases, 'p1']],
     ] as const) {
       const p = await plan(sql, [...params])
