@@ -107,16 +107,7 @@ async function viaRelay(pgUrl: string, batchSize: number): Promise<Row> {
       [{ project: project.slug, url: project.dbUrl }],
       { ...DEFAULT_RELAY_OPTIONS, batchSize: 100, pool: { statementTimeoutMs: 30_000 } },
     )
-    const eventsPerSecond = await drained(receiver, n)
-    const latencies = await paced(project, receiver)
-    return {
-      way: 'relay + Actions',
-      batchSize,
-      eventsPerSecond,
-      p50: percentile(latencies, 0.5),
-      p99: percentile(latencies, 0.99),
-      pacedDelivered: latencies.length,
-    }
+    return await measured('relay + Actions', batchSize, project, receiver, n)
   } finally {
     await relay?.stop()
     await actions.end()
@@ -125,6 +116,26 @@ async function viaRelay(pgUrl: string, batchSize: number): Promise<Row> {
     await receiver.close()
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {})
     await admin.end()
+  }
+}
+
+/** One way's row: the backlog of `n` drained, then the paced mutations' latencies. */
+async function measured(
+  way: string,
+  batchSize: number,
+  project: Parameters<typeof paced>[0],
+  receiver: Parameters<typeof paced>[1],
+  n: number,
+): Promise<Row> {
+  const eventsPerSecond = await drained(receiver, n)
+  const latencies = await paced(project, receiver)
+  return {
+    way,
+    batchSize,
+    eventsPerSecond,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    pacedDelivered: latencies.length,
   }
 }
 
@@ -138,16 +149,7 @@ async function viaEngine(pgUrl: string, batchSize: number): Promise<Row> {
     })
     const n = await writeBacklog(project)
     await engine.restart({ dispatcher: true })
-    const eventsPerSecond = await drained(receiver, n)
-    const latencies = await paced(project, receiver)
-    return {
-      way: "engine's dispatcher",
-      batchSize,
-      eventsPerSecond,
-      p50: percentile(latencies, 0.5),
-      p99: percentile(latencies, 0.99),
-      pacedDelivered: latencies.length,
-    }
+    return await measured("engine's dispatcher", batchSize, project, receiver, n)
   } finally {
     await engine.stop()
     await receiver.close()
