@@ -1,7 +1,7 @@
-// The import wall: the allowed directions between the repository's floors, as README.md's "Layout"
+// The import wall: the allowed directions between the repository's floors, as docs/design.md's "Layout"
 // draws them (ground, rooms, engine, doors, hosts; a file imports its own floor or a lower one), checked
 // by test/walls.test.ts in `npm test` and by `npx depcruise lib functions local bench console vendor`.
-// docs/design.md ("Floors and doors") says why. A change of a direction changes the README's table too.
+// docs/design.md ("Floors and doors") says why. A change of a direction changes that page's table too.
 const ground = '^lib/(errors|text|kinds|events|log)[.]ts$|^lib/schema/'
 const rooms = '^lib/(db|delivery|metrics|tracing)/'
 const engine = '^lib/(config|deps|signals|enqueue|ops|shapes)[.]ts$|^lib/(enqueue|dispatch|sweeper|relay)/'
