@@ -381,13 +381,21 @@ describe('the console on the local stack', () => {
       })
       healthy = true
       expect((await call('POST', '/v1/projects/trend/events', stack.adminToken, pings(6, 0))).status).toBe(200)
-      await until('six delivered', async () => (await inState('succeed')) === 6, 20_000)
+      // The recorder writes the rollup in its own statement just after the events' states: both waits
+      // below are for the rollup, so no late row lands in the minute the test moves or reads.
+      const rolled = async (column: 'delivered' | 'events_failed') =>
+        (
+          await db.pool.query<{ n: number }>(
+            `SELECT coalesce(sum(${column}), 0)::int AS n FROM actions_target_minute WHERE project = 'trend' AND target = 'hook'`,
+          )
+        ).rows[0]?.n
+      await until('six delivered', async () => (await inState('succeed')) === 6 && (await rolled('delivered')) === 6, 20_000)
       // The deliveries' minutes are moved 10 minutes back, so that the failures below fall in a later
       // minute of the chart without the test waiting 10 minutes; the rows are the recorder's own.
       await db.pool.query(`UPDATE actions_target_minute SET minute = minute - interval '10 minutes' WHERE project = 'trend'`)
       healthy = false
       expect((await call('POST', '/v1/projects/trend/events', stack.adminToken, pings(4, 6))).status).toBe(200)
-      await until('four failed', async () => (await inState('failed')) === 4, 20_000)
+      await until('four failed', async () => (await inState('failed')) === 4 && (await rolled('events_failed')) === 4, 20_000)
       // Every resolving statement dates the resolution and the last change alike: the listing pages by it.
       const { rows: odd } = await db.pool.query(
         `SELECT count(*)::int AS n FROM actions_event WHERE resolved_at IS NOT NULL AND resolved_at <> last_state_change
